@@ -1,0 +1,72 @@
+/* Engine lifetime and settings: creation with the `default` tube, teardown
+ * of everything still alive, drain mode and the job size limit. The
+ * commands live in commands.c and put.c, the timers in timers.c. */
+#include "engine_internal.h"
+
+#include <stdlib.h>
+
+#define TUBE_HASH_CAP 64
+
+bq_engine_t *bq_engine_new(const bq_engine_config_t *cfg, const bq_engine_hooks_t *hooks)
+{
+    bq_engine_t *e = calloc(1, sizeof *e);
+    if (!e)
+        return NULL;
+    e->hooks = *hooks;
+    e->max_job_size = cfg->max_job_size ? cfg->max_job_size : BQ_MAX_JOB_SIZE_DEFAULT;
+    e->next_id = 1;
+    bq__timers_init(e);
+    e->tube_hash_cap = TUBE_HASH_CAP;
+    e->tube_hash = calloc(e->tube_hash_cap, sizeof *e->tube_hash);
+    if (e->tube_hash)
+        e->default_tube = bq__tube_get(e, "default", 7);
+    if (!e->default_tube) {
+        bq_engine_free(e);
+        return NULL;
+    }
+    return e;
+}
+
+/* Frees every job of heap h without touching counters (teardown only). */
+static void free_jobs(bq_heap_t *h)
+{
+    for (size_t i = 0; i < h->len; i++)
+        free(h->items[i]);
+    h->len = 0;
+}
+
+void bq_engine_free(bq_engine_t *e)
+{
+    if (!e)
+        return;
+    /* With every client closed, no job is reserved and no tube is watched:
+     * each job sits in one heap of its tube. */
+    while (e->ntubes) {
+        bq_tube_t *t = e->tubes[e->ntubes - 1];
+        free_jobs(&t->ready);
+        free_jobs(&t->delay);
+        free_jobs(&t->buried);
+        bq__tube_destroy(e, t);
+    }
+    bq__jobtab_free(&e->jobs);
+    bq_heap_free(&e->tube_timers);
+    bq_heap_free(&e->client_timers);
+    free(e->tube_hash);
+    free(e->tubes);
+    free(e);
+}
+
+void bq_engine_set_draining(bq_engine_t *e, bool draining)
+{
+    e->draining = draining;
+}
+
+bool bq_engine_draining(const bq_engine_t *e)
+{
+    return e->draining;
+}
+
+uint32_t bq_engine_max_job_size(const bq_engine_t *e)
+{
+    return e->max_job_size;
+}

@@ -1,0 +1,98 @@
+/* The put command in two halves around its body: bq_engine_put_begin() runs
+ * the checks that beanstalkd makes on the command line, in its order, and
+ * allocates the job (taking its id, as beanstalkd does); bq_engine_put_finish()
+ * runs the checks on the completed body and stores the job. */
+#include "engine_internal.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+bq_put_start_t bq_engine_put_begin(bq_engine_t *e, bq_client_t *c, const bq_cmd_t *cmd,
+                                   bq_job_t **job)
+{
+    e->op_ct[BQ_OP_PUT]++;
+    *job = NULL;
+    if (cmd->bytes > e->max_job_size)
+        return BQ_PUT_TOO_BIG;
+    if (cmd->put_trailing) {
+        BQ_SEND(e, c, "BAD_FORMAT\r\n");
+        return BQ_PUT_BAD_FORMAT;
+    }
+    if (!c->producer) {
+        c->producer = true;
+        e->producers++;
+    }
+    bq_job_t *j = malloc(sizeof *j + (size_t)cmd->bytes + 2);
+    if (!j)
+        return BQ_PUT_NO_MEMORY;
+    memset(j, 0, sizeof *j);
+    j->id = e->next_id++;
+    j->pri = cmd->pri;
+    j->delay = cmd->delay;
+    j->ttr = cmd->ttr ? cmd->ttr : 1;
+    j->body_size = cmd->bytes + 2;
+    j->heap_index = BQ_NOPOS;
+    j->state = BQ_JOB_NEW;
+    *job = j;
+    return BQ_PUT_READ_BODY;
+}
+
+char *bq_job_body(bq_job_t *j)
+{
+    return j->body;
+}
+
+size_t bq_job_body_size(const bq_job_t *j)
+{
+    return j->body_size;
+}
+
+void bq_engine_put_abort(bq_engine_t *e, bq_job_t *job)
+{
+    (void)e;
+    free(job);
+}
+
+/* Makes room for j in the id table and its tube's heaps; 0 or -1. */
+static int reserve_room(bq_engine_t *e, bq_tube_t *t, const bq_job_t *j)
+{
+    if (bq__jobtab_reserve(&e->jobs) != 0)
+        return -1;
+    if (bq_heap_reserve(&t->ready, bq__tube_jobs(t) + 1) != 0)
+        return -1;
+    if (j->delay && bq_heap_reserve(&t->delay, t->delay.len + 1) != 0)
+        return -1;
+    return 0;
+}
+
+void bq_engine_put_finish(bq_engine_t *e, bq_client_t *c, bq_job_t *j, bq_now_t now)
+{
+    if (memcmp(j->body + j->body_size - 2, "\r\n", 2) != 0) {
+        free(j);
+        BQ_SEND(e, c, "EXPECTED_CRLF\r\n");
+        return;
+    }
+    if (e->draining) {
+        free(j);
+        BQ_SEND(e, c, "DRAINING\r\n");
+        return;
+    }
+    bq_tube_t *t = c->use;
+    if (reserve_room(e, t, j) != 0) {
+        free(j);
+        BQ_SEND(e, c, "OUT_OF_MEMORY\r\n");
+        return;
+    }
+    j->tube = t;
+    j->created_wall = now.wall;
+    bq__jobtab_insert(&e->jobs, j);
+    e->total_jobs_ct++;
+    t->total_jobs_ct++;
+    uint64_t id = j->id;
+    if (j->delay)
+        bq__job_delay(e, j, now); /* cannot fail: room reserved */
+    else
+        bq__job_ready(e, j, now);
+    bq__sendf(e, c, "INSERTED %" PRIu64 "\r\n", id);
+}

@@ -1,0 +1,111 @@
+/* Test support for integration, conformance and cluster tests: start real
+ * server processes on free loopback ports, speak to them over sockets with
+ * deadlines, stop them by pid. Every wait has a deadline; nothing here sleeps
+ * for a fixed time and hopes.
+ *
+ * Include after <stdarg.h>, <stddef.h>, <setjmp.h> and <cmocka.h>: the
+ * bqt_expect* helpers fail the running cmocka test on a mismatch. */
+#ifndef BQ_TEST_H
+#define BQ_TEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+/* Default deadline for one expected reply. */
+#define BQT_DEADLINE_MS 5000
+
+typedef struct bqt_server {
+    pid_t pid;        /* 0 when not running */
+    int port;         /* TCP port on 127.0.0.1 (0 for a unix-socket server) */
+    char dir[256];    /* private temporary directory, removed by stop */
+    char unix_path[300]; /* socket path when started with bqt_server_start_unix */
+    char log_path[300];  /* the server's stdout+stderr, kept in dir */
+} bqt_server_t;
+
+/* Path of our server binary: $BQ_SERVER, else "./beanstalkd-ha". */
+const char *bqt_our_binary(void);
+
+/* Path of the reference server: $BQ_REFERENCE, else "/usr/bin/beanstalkd". */
+const char *bqt_reference_binary(void);
+
+/* True when the reference binary exists and is executable. */
+bool bqt_reference_available(void);
+
+/* Starts `binary` with `-l 127.0.0.1 -p <free port>` followed by the NULL-
+ * terminated extra_args (may be NULL), in a fresh temporary directory, and
+ * waits (deadline 10 s) until it accepts connections. The string "{dir}" in
+ * an extra argument is replaced by the temporary directory. Returns 0, or -1
+ * with a message on stderr (including the server's log). */
+int bqt_server_start(bqt_server_t *s, const char *binary, const char *const *extra_args);
+
+/* Same, listening on unix:<dir>/sock instead of TCP. */
+int bqt_server_start_unix(bqt_server_t *s, const char *binary, const char *const *extra_args);
+
+/* Sends sig to the server (e.g. SIGUSR1, SIGSTOP, SIGKILL) without waiting. */
+void bqt_server_signal(bqt_server_t *s, int sig);
+
+/* Waits (deadline timeout_ms) for the server to exit; returns its wait status,
+ * or -1 on timeout. */
+int bqt_server_wait(bqt_server_t *s, int timeout_ms);
+
+/* SIGTERM, wait up to 5 s, then SIGKILL; removes the temporary directory.
+ * Safe to call twice. */
+void bqt_server_stop(bqt_server_t *s);
+
+/* Returns a port on 127.0.0.1 that was free a moment ago. */
+int bqt_free_port(void);
+
+/* Blocking TCP connect to 127.0.0.1:port; fd or -1. */
+int bqt_connect(int port);
+
+/* Blocking connect to a unix socket; fd or -1. */
+int bqt_connect_unix(const char *path);
+
+/* Connects to s (TCP or unix as it was started); fails the test on error. */
+int bqt_client(const bqt_server_t *s);
+
+/* Writes all len bytes; fails the test on error. */
+void bqt_send(int fd, const void *data, size_t len);
+
+/* Writes a NUL-terminated string; fails the test on error. */
+void bqt_sends(int fd, const char *s);
+
+/* Reads exactly n bytes into buf within timeout_ms; returns the number read
+ * (less than n on timeout or EOF). */
+size_t bqt_read_n(int fd, char *buf, size_t n, int timeout_ms);
+
+/* Reads one line including its "\r\n" within timeout_ms into a malloc'd
+ * NUL-terminated string; NULL on timeout or EOF. */
+char *bqt_read_line(int fd, int timeout_ms);
+
+/* Reads strlen(expected) bytes (deadline BQT_DEADLINE_MS) and asserts they
+ * equal expected. */
+void bqt_expect(int fd, const char *expected);
+
+/* Reads one line and asserts it starts with prefix. Returns the line
+ * (malloc'd) for further checks. */
+char *bqt_expect_prefix(int fd, const char *prefix);
+
+/* Asserts that nothing arrives within ms milliseconds (a negative check). */
+void bqt_expect_silence(int fd, int ms);
+
+/* Asserts that the peer closes the connection within timeout_ms. */
+void bqt_expect_eof(int fd, int timeout_ms);
+
+/* Sends cmd (with its "\r\n"), reads an "OK <n>\r\n<yaml>\r\n" reply and
+ * returns the value of `key` from the YAML as a malloc'd string (NULL when
+ * absent). Fails the test when the reply is not OK. */
+char *bqt_stat(int fd, const char *cmd, const char *key);
+
+/* Like bqt_stat but returns the value as an integer. */
+long long bqt_stat_int(int fd, const char *cmd, const char *key);
+
+/* Polls pred(arg) every few ms until it returns true or timeout_ms passes.
+ * Returns the last result. */
+bool bqt_wait_until(bool (*pred)(void *arg), void *arg, int timeout_ms);
+
+/* Monotonic milliseconds, for measuring how long a reply took. */
+long long bqt_now_ms(void);
+
+#endif
