@@ -13,7 +13,7 @@ bq_engine_t *bq_engine_new(const bq_engine_config_t *cfg, const bq_engine_hooks_
     if (!e)
         return NULL;
     e->hooks = *hooks;
-    e->max_job_size = cfg->max_job_size ? cfg->max_job_size : BQ_MAX_JOB_SIZE_DEFAULT;
+    e->max_job_size = cfg->max_job_size;
     e->next_id = 1;
     bq__timers_init(e);
     e->tube_hash_cap = TUBE_HASH_CAP;

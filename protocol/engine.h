@@ -67,7 +67,7 @@ typedef struct bq_engine_hooks {
 } bq_engine_hooks_t;
 
 typedef struct bq_engine_config {
-    uint32_t max_job_size; /* -z; 0 means BQ_MAX_JOB_SIZE_DEFAULT */
+    uint32_t max_job_size; /* -z: largest body in bytes (0 allows only empty bodies) */
 } bq_engine_config_t;
 
 /* Creates an empty engine with the `default` tube; NULL when out of memory.
