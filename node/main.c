@@ -1,0 +1,99 @@
+/* beanstalkd-ha's entry point: parses the flags, sets up the process, runs
+ * the server and turns start-up failures into beanstalkd's exit codes
+ * (5 usage, 111 listen, 50 urandom/uname, 32-34 -u, 10 -b). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "flags.h"
+#include "log.h"
+#include "process.h"
+#include "server.h"
+
+static bq_server_t server;
+
+/* Handles -h, -v and usage errors; returns only for BQ_FLAGS_RUN. */
+static void handle_action(const bq_flags_t *f, const char *prog)
+{
+    switch (f->action) {
+    case BQ_FLAGS_RUN:
+        return;
+    case BQ_FLAGS_HELP:
+        bq_flags_usage(stdout, prog);
+        exit(0);
+    case BQ_FLAGS_VERSION:
+        printf("beanstalkd-ha %s\n", BQ_VERSION);
+        exit(0);
+    case BQ_FLAGS_USAGE:
+        fprintf(stderr, "%s: %s\n", prog, f->error);
+        bq_flags_usage(stderr, prog);
+        exit(5);
+    }
+}
+
+static void log_flag_warnings(const bq_flags_t *f)
+{
+    for (unsigned bit = 1; bit && bit <= f->warnings; bit <<= 1)
+        if (f->warnings & bit)
+            bq_logm(BQ_LOG_WARN, bq_flags_warning(bit));
+}
+
+static int init_exit_code(int err)
+{
+    switch (err) {
+    case BQ_SERVER_ELISTEN:
+        return 111;
+    case BQ_SERVER_ESYSINFO:
+        return 50;
+    default:
+        return 1;
+    }
+}
+
+/* -u and -b, after the socket is bound; returns 0 or an exit code. */
+static int drop_privileges_and_check(const bq_flags_t *f)
+{
+    if (f->user) {
+        int r = bq_process_become_user(f->user);
+        if (r == BQ_PROCESS_ELOOKUP)
+            return 32;
+        if (r == BQ_PROCESS_ENOUSER)
+            return 33;
+        if (r != 0)
+            return 34;
+    }
+    if (f->binlog_dir) {
+        if (bq_process_check_dir(f->binlog_dir) != 0)
+            return 10;
+        bq_log(BQ_LOG_WARN,
+               "binlog (-b) is not implemented in this version; jobs are kept in memory only",
+               "dir=\"%s\"", f->binlog_dir);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    bq_flags_t f;
+    const char *prog = argc > 0 ? argv[0] : "beanstalkd-ha";
+
+    bq_flags_parse(&f, argc > 0 ? argc - 1 : 0, argc > 0 ? argv + 1 : argv);
+    handle_action(&f, prog);
+    bq_log_set_verbosity(f.verbose);
+    log_flag_warnings(&f);
+    bq_log(BQ_LOG_INFO, "starting", "version=%s pid=%ld", BQ_VERSION, (long)getpid());
+    bq_process_raise_nofile();
+    if (bq_process_ignore_sigpipe() != 0)
+        return 111;
+    int r = bq_server_init(&server, &f);
+    if (r == 0)
+        r = drop_privileges_and_check(&f);
+    else
+        r = init_exit_code(r);
+    if (r == 0)
+        bq_server_run(&server);
+    bq_server_free(&server);
+    if (r == 0)
+        bq_logm(BQ_LOG_INFO, "stopped");
+    return r;
+}

@@ -1,0 +1,200 @@
+/* The event loop. Each loop turn: the timer runs the engine's due timers;
+ * reads feed sessions; then the prepare handle feeds the connections that
+ * the engine woke, flushes every connection with new output (one write
+ * each) and re-arms the timer to the engine's next due time. SIGUSR1 turns
+ * on drain mode; SIGTERM and SIGINT close everything and let uv_run
+ * return. */
+#include "server.h"
+
+#include <signal.h>
+#include <string.h>
+
+#include "clock.h"
+#include "conn.h"
+
+bq_now_t bq_server_now(bq_server_t *s)
+{
+    bq_now_t now = bq_clock_now();
+    if (bq_engine_next_due(s->engine) <= now.mono)
+        bq_engine_tick(s->engine, now);
+    return now;
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    bq_server_t *s = t->data;
+    bq_engine_tick(s->engine, bq_clock_now());
+}
+
+static void arm_timer(bq_server_t *s)
+{
+    int64_t due = bq_engine_next_due(s->engine);
+    if (due == BQ_NEVER) {
+        uv_timer_stop(&s->timer);
+        return;
+    }
+    int64_t now = bq_clock_now().mono;
+    uint64_t ms = due <= now ? 0 : (uint64_t)((due - now + 999999) / 1000000);
+    uv_update_time(&s->loop);
+    uv_timer_start(&s->timer, on_timer, ms, 0);
+}
+
+static void on_idle(uv_idle_t *h)
+{
+    (void)h; /* only keeps the next poll from blocking */
+}
+
+static void on_prepare(uv_prepare_t *p)
+{
+    bq_server_t *s = p->data;
+    bq_list_t *l;
+
+    if (s->stopping)
+        return;
+    while ((l = bq_list_pop(&s->pending)))
+        bq_conn_resume(l);
+    while ((l = bq_list_pop(&s->dirty)))
+        bq_conn_flush(l);
+    /* Flushing can unthrottle a connection: feed it on the next turn. */
+    if (bq_list_empty(&s->pending))
+        uv_idle_stop(&s->idle);
+    else
+        uv_idle_start(&s->idle, on_idle);
+    arm_timer(s);
+}
+
+static void on_accept(bq_listener_t *l, int fd)
+{
+    bq_server_t *s = l->data;
+    bq_conn_open(s, fd);
+}
+
+static void close_handle(uv_handle_t *h)
+{
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+static void stop(bq_server_t *s, const char *why)
+{
+    bq_list_t *l;
+
+    if (s->stopping)
+        return;
+    s->stopping = true;
+    bq_log(BQ_LOG_INFO, "shutting down", "signal=%s", why);
+    bq_listen_close(&s->listener);
+    while ((l = bq_list_pop(&s->conns)))
+        bq_conn_close_link(l);
+    close_handle((uv_handle_t *)&s->timer);
+    close_handle((uv_handle_t *)&s->prepare);
+    close_handle((uv_handle_t *)&s->idle);
+    close_handle((uv_handle_t *)&s->sig_term);
+    close_handle((uv_handle_t *)&s->sig_int);
+    close_handle((uv_handle_t *)&s->sig_usr1);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    bq_server_t *s = h->data;
+
+    if (signum == SIGUSR1) {
+        bq_engine_set_draining(s->engine, true);
+        bq_logm(BQ_LOG_INFO, "entering drain mode");
+        return;
+    }
+    stop(s, signum == SIGTERM ? "SIGTERM" : "SIGINT");
+}
+
+static int start_signal(bq_server_t *s, uv_signal_t *h, int signum)
+{
+    int r = uv_signal_init(&s->loop, h);
+    h->data = s;
+    return r ? r : uv_signal_start(h, on_signal, signum);
+}
+
+/* Initialises the timer, prepare, idle and signal handles. */
+static int start_handles(bq_server_t *s)
+{
+    int r = uv_timer_init(&s->loop, &s->timer);
+    if (r == 0)
+        r = uv_idle_init(&s->loop, &s->idle);
+    if (r == 0)
+        r = uv_prepare_init(&s->loop, &s->prepare);
+    s->timer.data = s->prepare.data = s->idle.data = s;
+    if (r == 0)
+        r = uv_prepare_start(&s->prepare, on_prepare);
+    if (r == 0)
+        r = start_signal(s, &s->sig_term, SIGTERM);
+    if (r == 0)
+        r = start_signal(s, &s->sig_int, SIGINT);
+    if (r == 0)
+        r = start_signal(s, &s->sig_usr1, SIGUSR1);
+    if (r != 0)
+        bq_log(BQ_LOG_ERROR, "cannot set up the event loop", "err=\"%s\"", uv_strerror(r));
+    return r;
+}
+
+static bq_engine_t *make_engine(bq_server_t *s, const bq_flags_t *f)
+{
+    bq_engine_config_t cfg = {.max_job_size = (uint32_t)f->max_job_size};
+    bq_engine_hooks_t hooks = {
+        .send = bq_conn_send,
+        .wake = bq_conn_wake,
+        .server_info = bq_sysinfo_fill,
+        .command = bq_log_enabled(BQ_LOG_TRACE) ? bq_conn_command : NULL,
+        .arg = &s->info,
+    };
+    return bq_engine_new(&cfg, &hooks);
+}
+
+int bq_server_init(bq_server_t *s, const bq_flags_t *f)
+{
+    memset(s, 0, sizeof *s);
+    bq_list_init(&s->conns);
+    bq_list_init(&s->dirty);
+    bq_list_init(&s->pending);
+    s->listener.fd = s->listener.spare_fd = -1;
+    int r = uv_loop_init(&s->loop);
+    if (r != 0) {
+        bq_log(BQ_LOG_ERROR, "cannot create the event loop", "err=\"%s\"", uv_strerror(r));
+        return BQ_SERVER_EINIT;
+    }
+    s->loop.data = s;
+    if (bq_sysinfo_init(&s->info, f->binlog_size) != 0)
+        return BQ_SERVER_ESYSINFO;
+    s->engine = make_engine(s, f);
+    if (!s->engine) {
+        bq_logm(BQ_LOG_ERROR, "out of memory creating the engine");
+        return BQ_SERVER_EINIT;
+    }
+    if (bq_listen_open(&s->listener, &s->loop, f->addr, f->port, f->addr_given || f->port_given,
+                       on_accept, s) != 0)
+        return BQ_SERVER_ELISTEN;
+    return start_handles(s) == 0 ? 0 : BQ_SERVER_EINIT;
+}
+
+void bq_server_run(bq_server_t *s)
+{
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+}
+
+static void close_walk(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    close_handle(h);
+}
+
+void bq_server_free(bq_server_t *s)
+{
+    bq_listen_close(&s->listener);
+    if (s->loop.data == s) {
+        /* After a failed init some handles may still be open. */
+        uv_walk(&s->loop, close_walk, NULL);
+        uv_run(&s->loop, UV_RUN_DEFAULT);
+        uv_loop_close(&s->loop);
+    }
+    if (s->engine)
+        bq_engine_free(s->engine);
+    s->engine = NULL;
+}

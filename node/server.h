@@ -1,0 +1,52 @@
+/* The server process: one libuv loop running the engine, the listener, the
+ * client connections, the engine's timer and the signals. */
+#ifndef BQ_NODE_SERVER_H
+#define BQ_NODE_SERVER_H
+
+#include <stdbool.h>
+#include <uv.h>
+
+#include "flags.h"
+#include "list.h"
+#include "listen.h"
+#include "log.h"
+#include "protocol/engine.h"
+#include "sysinfo.h"
+
+/* Start-up failures of bq_server_init, mapped to beanstalkd's exit codes. */
+enum {
+    BQ_SERVER_EINIT = -1,    /* loop, engine or handle set-up: exit 1 */
+    BQ_SERVER_ELISTEN = -2,  /* listening socket: exit 111 */
+    BQ_SERVER_ESYSINFO = -3, /* /dev/urandom or uname: exit 50 */
+};
+
+typedef struct bq_server {
+    uv_loop_t loop;
+    bq_engine_t *engine;
+    bq_listener_t listener;
+    uv_timer_t timer;     /* armed to the engine's next due time */
+    uv_prepare_t prepare; /* once per loop turn: resume woken connections, flush output */
+    uv_idle_t idle;       /* active while work is left for the next turn */
+    uv_signal_t sig_term, sig_int, sig_usr1;
+    bq_list_t conns;   /* every open connection */
+    bq_list_t dirty;   /* connections with output to flush */
+    bq_list_t pending; /* connections whose input must be fed again */
+    bool stopping;
+    bq_sysinfo_t info;
+} bq_server_t;
+
+/* Creates the loop, engine, listener and handles from the flags. Returns 0
+ * or a BQ_SERVER_E* code (logged). Call bq_server_free in both cases. */
+int bq_server_init(bq_server_t *s, const bq_flags_t *f);
+
+/* Runs the loop until SIGTERM or SIGINT has closed every handle. */
+void bq_server_run(bq_server_t *s);
+
+/* Frees the engine and the loop (after bq_server_run, or a failed init). */
+void bq_server_free(bq_server_t *s);
+
+/* The current time; runs the engine's due timers first, so input is never
+ * handled before a timeout that is already due. */
+bq_now_t bq_server_now(bq_server_t *s);
+
+#endif
