@@ -47,18 +47,21 @@ static inline void it_ask_version(it_ctx_t *t)
     free(v);
 }
 
-/* Starts the server with extra_args (NULL-terminated, may be NULL) and opens
- * one connection; returns 0 or -1 (cmocka then reports a setup failure). */
-static inline int it_start(void **state, const char *const *extra_args)
+/* Starts the server with extra_args (NULL-terminated, may be NULL), on TCP
+ * or on unix:<dir>/sock, and opens one connection; returns 0 or -1 (cmocka
+ * then reports a setup failure). */
+static inline int it_start_on(void **state, bool unix_socket, const char *const *extra_args)
 {
     it_ctx_t *t = calloc(1, sizeof *t);
     if (t == NULL)
         return -1;
-    if (bqt_server_start(&t->srv, bqt_our_binary(), extra_args) != 0) {
+    int r = unix_socket ? bqt_server_start_unix(&t->srv, bqt_our_binary(), extra_args)
+                        : bqt_server_start(&t->srv, bqt_our_binary(), extra_args);
+    if (r != 0) {
         free(t);
         return -1;
     }
-    t->fd = bqt_connect(t->srv.port);
+    t->fd = unix_socket ? bqt_connect_unix(t->srv.unix_path) : bqt_connect(t->srv.port);
     if (t->fd < 0) {
         bqt_server_stop(&t->srv);
         free(t);
@@ -67,6 +70,12 @@ static inline int it_start(void **state, const char *const *extra_args)
     *state = t;
     it_ask_version(t);
     return 0;
+}
+
+/* it_start_on over TCP. */
+static inline int it_start(void **state, const char *const *extra_args)
+{
+    return it_start_on(state, false, extra_args);
 }
 
 /* cmocka setup: the server with default flags. */

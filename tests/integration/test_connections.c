@@ -115,22 +115,7 @@ static void drain_mode_serves_everything_but_put(void **state)
 /* The server with -l unix:<dir>/sock. */
 static int setup_unix(void **state)
 {
-    it_ctx_t *t = calloc(1, sizeof *t);
-    if (t == NULL)
-        return -1;
-    if (bqt_server_start_unix(&t->srv, bqt_our_binary(), NULL) != 0) {
-        free(t);
-        return -1;
-    }
-    t->fd = bqt_connect_unix(t->srv.unix_path);
-    if (t->fd < 0) {
-        bqt_server_stop(&t->srv);
-        free(t);
-        return -1;
-    }
-    *state = t;
-    it_ask_version(t);
-    return 0;
+    return it_start_on(state, true, NULL);
 }
 
 /* testserv: peek_ok_unix. */
