@@ -34,12 +34,7 @@ bq_client_t *bq_engine_client_open(bq_engine_t *e, void *conn)
 void bq_engine_client_close(bq_engine_t *e, bq_client_t *c, bq_now_t now)
 {
     bq__client_unwait(e, c);
-    bq_job_t *j;
-    /* Reserved jobs go back to ready without counting a release. */
-    while ((j = bq_heap_top(&c->reserved))) {
-        bq__job_unlink(e, c, j);
-        bq__job_ready(e, j, now);
-    }
+    bq__client_return_jobs(e, c, now);
     if (c->timer_pos != BQ_HEAP_NOPOS)
         bq_heap_remove(&e->client_timers, c->timer_pos);
     while (c->nwatch) {

@@ -49,7 +49,8 @@ void bq_engine_free(bq_engine_t *e)
         bq__tube_destroy(e, t);
     }
     bq__jobtab_free(&e->jobs);
-    bq_heap_free(&e->tube_timers);
+    bq_heap_free(&e->delay_timers);
+    bq_heap_free(&e->pause_timers);
     bq_heap_free(&e->client_timers);
     free(e->tube_hash);
     free(e->tubes);

@@ -116,9 +116,10 @@ typedef enum bq_put_start {
 } bq_put_start_t;
 
 /* First half of a parsed `put` (cmd->op == BQ_OP_PUT): counts it, checks the
- * size and trailing text in beanstalkd's order, allocates the job. */
+ * size and trailing text in beanstalkd's order, allocates the job and stamps
+ * its id and creation time (beanstalkd does both when the line arrives). */
 bq_put_start_t bq_engine_put_begin(bq_engine_t *e, bq_client_t *c, const bq_cmd_t *cmd,
-                                   bq_job_t **job);
+                                   bq_now_t now, bq_job_t **job);
 
 /* Where the body of a job from bq_engine_put_begin goes: bq_job_body_size()
  * bytes, i.e. the body followed by its CRLF. */

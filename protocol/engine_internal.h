@@ -14,7 +14,8 @@
  * Allocation happens only where a reply can carry the failure: a tube's
  * ready heap always has room for every job of the tube, a client's ready-tube
  * heap for every watched tube, and the timer heaps for every tube and client,
- * so timers, TTR expiry and closing a connection never need memory. */
+ * so timers, TTR expiry and closing a connection never need memory (closing
+ * frees the reservation heap it sorts in place). */
 #ifndef BQ_ENGINE_INTERNAL_H
 #define BQ_ENGINE_INTERNAL_H
 
@@ -51,6 +52,7 @@ struct bq_job {
     uint32_t heap_index;
     uint32_t reserves, timeouts, releases, buries, kicks;
     uint8_t state;
+    uint32_t reserve_seq; /* reserved: order among the reserver's jobs (wraps) */
     char body[];
 };
 
@@ -70,8 +72,9 @@ struct bq_tube {
     size_t wait_last;         /* the multiset's take cursor */
     int64_t pause_ns;         /* length of the current pause; 0 when not paused */
     int64_t unpause_at;       /* mono ns */
-    int64_t timer_key;        /* min(delay deadline, unpause_at); BQ_NEVER if none */
-    size_t timer_pos;         /* in the engine's tube timer heap, or BQ_HEAP_NOPOS */
+    size_t delay_timer_pos;   /* in e->delay_timers while it has delayed jobs */
+    size_t pause_timer_pos;   /* in e->pause_timers while paused */
+    bq_tube_t *unpaused_next; /* bq_engine_tick: tubes whose pause just ended */
     size_t name_len;
     char name[BQ_NAME_MAX + 1];
 };
@@ -117,8 +120,10 @@ struct bq_engine {
     bq_tube_t **tubes;      /* list order of list-tubes */
     size_t ntubes, captubes;
     bq_tube_t *default_tube;
-    bq_heap_t tube_timers;
-    bq_heap_t client_timers;
+    bq_heap_t delay_timers;  /* tubes with delayed jobs, by their soonest (deadline, id) */
+    bq_heap_t pause_timers;  /* paused tubes, by the end of their pause */
+    bq_heap_t client_timers; /* clients with a timer, by timer_key */
+    uint32_t reserve_seq;
     size_t nclients;
     /* stats */
     uint64_t op_ct[BQ_OP_COUNT];
@@ -193,8 +198,15 @@ void bq__job_unlink(bq_engine_t *e, bq_client_t *reserver, bq_job_t *j);
 /* Makes j ready in its tube, or hands it to a waiting client. Never fails:
  * the ready heap has room for every job of the tube. */
 void bq__job_ready(bq_engine_t *e, bq_job_t *j, bq_now_t now);
-/* Hands t's ready jobs to its waiting clients while both exist (unpause). */
-void bq__tube_dispatch(bq_engine_t *e, bq_tube_t *t, bq_now_t now);
+/* Puts j in its tube's ready heap without handing it to a waiter. */
+void bq__job_ready_insert(bq_engine_t *e, bq_job_t *j);
+/* beanstalkd's process_queue over the tubes of the unpaused_next list and
+ * extra (may be NULL): while one of them has both waiters and ready jobs,
+ * hands the best such job to a waiter of its tube. */
+void bq__dispatch(bq_engine_t *e, bq_tube_t *list, bq_tube_t *extra, bq_now_t now);
+/* Returns every job c holds to ready, in the order c reserved them, without
+ * counting releases (connection close). */
+void bq__client_return_jobs(bq_engine_t *e, bq_client_t *c, bq_now_t now);
 /* Makes j delayed for j->delay seconds from now; 0, or -1 when out of memory
  * (j unchanged). */
 int bq__job_delay(bq_engine_t *e, bq_job_t *j, bq_now_t now);
@@ -214,9 +226,12 @@ void bq__job_setpos(void *j, size_t pos);
 
 /* ---- timers.c ---- */
 
-/* Initialises the engine's tube and client timer queues. */
+/* Initialises the engine's timer queues. */
 void bq__timers_init(bq_engine_t *e);
-/* Recomputes t's timer (delay deadline, pause end) in the engine's queue. */
+/* Reserves room in the tube timer queues for one more tube; 0 or -1. */
+int bq__timers_reserve_tube(bq_engine_t *e);
+/* Puts t in or out of the delay and pause timer queues after a change of
+ * its soonest delayed job or its pause. */
 void bq__tube_timer_update(bq_engine_t *e, bq_tube_t *t);
 /* Recomputes c's timer (TTR, DEADLINE_SOON, reserve timeout). */
 void bq__client_timer_update(bq_engine_t *e, bq_client_t *c);

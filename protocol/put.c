@@ -9,7 +9,7 @@
 #include <string.h>
 
 bq_put_start_t bq_engine_put_begin(bq_engine_t *e, bq_client_t *c, const bq_cmd_t *cmd,
-                                   bq_job_t **job)
+                                   bq_now_t now, bq_job_t **job)
 {
     e->op_ct[BQ_OP_PUT]++;
     *job = NULL;
@@ -28,6 +28,7 @@ bq_put_start_t bq_engine_put_begin(bq_engine_t *e, bq_client_t *c, const bq_cmd_
         return BQ_PUT_NO_MEMORY;
     memset(j, 0, sizeof *j);
     j->id = e->next_id++;
+    j->created_wall = now.wall;
     j->pri = cmd->pri;
     j->delay = cmd->delay;
     j->ttr = cmd->ttr ? cmd->ttr : 1;
@@ -85,7 +86,6 @@ void bq_engine_put_finish(bq_engine_t *e, bq_client_t *c, bq_job_t *j, bq_now_t 
         return;
     }
     j->tube = t;
-    j->created_wall = now.wall;
     bq__jobtab_insert(&e->jobs, j);
     e->total_jobs_ct++;
     t->total_jobs_ct++;

@@ -89,10 +89,10 @@ static void start_discard(bq_session_t *s, uint64_t n, const char *reply)
     s->discard_reply = reply;
 }
 
-static void start_put(bq_session_t *s, const bq_cmd_t *cmd)
+static void start_put(bq_session_t *s, const bq_cmd_t *cmd, bq_now_t now)
 {
     bq_job_t *job;
-    switch (bq_engine_put_begin(s->e, s->c, cmd, &job)) {
+    switch (bq_engine_put_begin(s->e, s->c, cmd, now, &job)) {
     case BQ_PUT_READ_BODY:
         s->state = S_BODY;
         s->job = job;
@@ -123,7 +123,7 @@ static void run_line(bq_session_t *s, const char *line, size_t len, bq_now_t now
     else if (cmd.op == BQ_OP_QUIT)
         s->state = S_QUIT;
     else if (cmd.op == BQ_OP_PUT)
-        start_put(s, &cmd);
+        start_put(s, &cmd, now);
     else
         bq_engine_exec(s->e, s->c, &cmd, now);
 }

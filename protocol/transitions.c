@@ -36,7 +36,7 @@ bool bq__job_reserved_by(const bq_job_t *j, const bq_client_t *c)
            c->reserved.items[j->heap_index] == j;
 }
 
-static void ready_insert(bq_engine_t *e, bq_job_t *j)
+void bq__job_ready_insert(bq_engine_t *e, bq_job_t *j)
 {
     bq_tube_t *t = j->tube;
     bool was_empty = t->ready.len == 0;
@@ -96,6 +96,7 @@ void bq__job_unlink(bq_engine_t *e, bq_client_t *reserver, bq_job_t *j)
 void bq__job_reserve(bq_engine_t *e, bq_client_t *c, bq_job_t *j, bq_now_t now)
 {
     j->state = BQ_JOB_RESERVED;
+    j->reserve_seq = e->reserve_seq++;
     j->key = now.mono + (int64_t)j->ttr * BQ_NS_PER_S;
     j->reserves++;
     j->tube->reserved_ct++;
@@ -123,16 +124,57 @@ void bq__job_ready(bq_engine_t *e, bq_job_t *j, bq_now_t now)
         hand_to_waiter(e, j, now);
         return;
     }
-    ready_insert(e, j);
+    bq__job_ready_insert(e, j);
 }
 
-void bq__tube_dispatch(bq_engine_t *e, bq_tube_t *t, bq_now_t now)
+/* t if it can hand a job to a waiter and its best job beats best's. */
+static bq_tube_t *better(bq_tube_t *t, bq_tube_t *best)
 {
-    while (t->nwaiting && t->ready.len && !bq__tube_paused(t)) {
-        bq_job_t *j = bq_heap_top(&t->ready);
+    if (!t || !t->nwaiting || !t->ready.len || bq__tube_paused(t))
+        return best;
+    if (best && !bq__job_pri_less(bq_heap_top(&t->ready), bq_heap_top(&best->ready)))
+        return best;
+    return t;
+}
+
+void bq__dispatch(bq_engine_t *e, bq_tube_t *list, bq_tube_t *extra, bq_now_t now)
+{
+    for (;;) {
+        bq_tube_t *best = better(extra, NULL);
+        for (bq_tube_t *t = list; t; t = t->unpaused_next)
+            best = better(t, best);
+        if (!best)
+            return;
+        bq_job_t *j = bq_heap_top(&best->ready);
         ready_remove(e, j);
         hand_to_waiter(e, j, now);
     }
+}
+
+static int by_reserve_seq(const void *a, const void *b)
+{
+    const bq_job_t *ja = *(bq_job_t *const *)a, *jb = *(bq_job_t *const *)b;
+    int32_t d = (int32_t)(ja->reserve_seq - jb->reserve_seq); /* wrap-safe */
+    return (d > 0) - (d < 0);
+}
+
+void bq__client_return_jobs(bq_engine_t *e, bq_client_t *c, bq_now_t now)
+{
+    /* Take the reservation heap's array and sort it in place: beanstalkd
+     * returns a closing connection's jobs in the order it reserved them. */
+    bq_job_t **jobs = (bq_job_t **)c->reserved.items;
+    size_t n = c->reserved.len;
+    c->reserved.items = NULL;
+    c->reserved.len = c->reserved.cap = 0;
+    bq__client_timer_update(e, c);
+    if (n > 1)
+        qsort(jobs, n, sizeof *jobs, by_reserve_seq);
+    for (size_t i = 0; i < n; i++) {
+        e->reserved_ct--;
+        jobs[i]->tube->reserved_ct--;
+        bq__job_ready(e, jobs[i], now);
+    }
+    free(jobs);
 }
 
 int bq__job_delay(bq_engine_t *e, bq_job_t *j, bq_now_t now)

@@ -77,8 +77,8 @@ static bq_tube_t *tube_new(const char *name, size_t len)
     bq_heap_init(&t->ready, bq__job_pri_less, bq__job_setpos);
     bq_heap_init(&t->delay, bq__job_key_less, bq__job_setpos);
     bq_heap_init(&t->buried, bq__job_key_less, bq__job_setpos);
-    t->timer_key = BQ_NEVER;
-    t->timer_pos = BQ_HEAP_NOPOS;
+    t->delay_timer_pos = BQ_HEAP_NOPOS;
+    t->pause_timer_pos = BQ_HEAP_NOPOS;
     return t;
 }
 
@@ -95,7 +95,7 @@ bq_tube_t *bq__tube_get(bq_engine_t *e, const char *name, size_t len)
         e->tubes = a;
         e->captubes = cap;
     }
-    if (bq_heap_reserve(&e->tube_timers, e->ntubes + 1) != 0)
+    if (bq__timers_reserve_tube(e) != 0)
         return NULL;
     t = tube_new(name, len);
     if (!t)
@@ -126,8 +126,10 @@ void bq__tube_destroy(bq_engine_t *e, bq_tube_t *t)
     bq_tube_t *last = e->tubes[--e->ntubes];
     e->tubes[t->list_pos] = last;
     last->list_pos = t->list_pos;
-    if (t->timer_pos != BQ_HEAP_NOPOS)
-        bq_heap_remove(&e->tube_timers, t->timer_pos);
+    if (t->delay_timer_pos != BQ_HEAP_NOPOS)
+        bq_heap_remove(&e->delay_timers, t->delay_timer_pos);
+    if (t->pause_timer_pos != BQ_HEAP_NOPOS)
+        bq_heap_remove(&e->pause_timers, t->pause_timer_pos);
     bq_heap_free(&t->ready);
     bq_heap_free(&t->delay);
     bq_heap_free(&t->buried);

@@ -190,17 +190,16 @@ static inline void h_check_tube(const bq_engine_t *e, const bq_tube_t *t, size_t
     tot->delayed += t->delay.len;
     tot->buried += t->buried.len;
     tot->jobs += t->ready.len + t->delay.len + t->buried.len;
-    /* its timer: the soonest delay deadline or the end of its pause */
-    int64_t key = BQ_NEVER;
+    /* its timers: queued for delays while it has delayed jobs, and for the
+     * end of its pause while paused */
     if (t->delay.len)
-        key = ((const bq_job_t *)t->delay.items[0])->key;
-    if (bq__tube_paused(t))
-        key = h_min64(key, t->unpause_at);
-    assert_int_equal(t->timer_key, key);
-    if (key == BQ_NEVER)
-        assert_true(t->timer_pos == BQ_HEAP_NOPOS);
+        assert_ptr_equal(e->delay_timers.items[t->delay_timer_pos], t);
     else
-        assert_ptr_equal(e->tube_timers.items[t->timer_pos], t);
+        assert_true(t->delay_timer_pos == BQ_HEAP_NOPOS);
+    if (bq__tube_paused(t))
+        assert_ptr_equal(e->pause_timers.items[t->pause_timer_pos], t);
+    else
+        assert_true(t->pause_timer_pos == BQ_HEAP_NOPOS);
     /* watch links and the waiting set */
     size_t waiting = 0;
     for (size_t i = 0; i < t->nwatchers; i++) {
@@ -361,14 +360,18 @@ static inline void h_check(const harness_t *h)
     h_totals_t tot;
     memset(&tot, 0, sizeof tot);
     assert_ptr_equal(bq__tube_find(e, "default", 7), e->default_tube);
-    assert_true(e->tube_timers.cap >= e->ntubes);
+    assert_true(e->delay_timers.cap >= e->ntubes);
+    assert_true(e->pause_timers.cap >= e->ntubes);
     assert_true(e->client_timers.cap >= e->nclients);
-    h_check_heap(&e->tube_timers, false);
+    h_check_heap(&e->delay_timers, false);
+    h_check_heap(&e->pause_timers, false);
     h_check_heap(&e->client_timers, false);
     for (size_t k = 0; k < e->ntubes; k++)
         h_check_tube(e, e->tubes[k], k, &tot);
-    for (size_t i = 0; i < e->tube_timers.len; i++)
-        assert_int_equal(((const bq_tube_t *)e->tube_timers.items[i])->timer_pos, i);
+    for (size_t i = 0; i < e->delay_timers.len; i++)
+        assert_int_equal(((const bq_tube_t *)e->delay_timers.items[i])->delay_timer_pos, i);
+    for (size_t i = 0; i < e->pause_timers.len; i++)
+        assert_int_equal(((const bq_tube_t *)e->pause_timers.items[i])->pause_timer_pos, i);
     for (size_t i = 0; i < e->client_timers.len; i++)
         assert_int_equal(((const bq_client_t *)e->client_timers.items[i])->timer_pos, i);
     h_collect_clients(e, &tot);

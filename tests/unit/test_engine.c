@@ -1030,9 +1030,6 @@ static void engine_pause_is_lost_when_the_tube_is_freed(void **state)
 static void engine_simultaneous_unpause_hands_out_the_best_job(void **state)
 {
     (void)state;
-    BUG_SKIP("BUG: tubes whose pauses end in the same tick are dispatched one by one in "
-             "timer-heap order (timers.c tube_due), not by the best job across them as "
-             "beanstalkd's process_queue does; the waiter gets a (pri 10) instead of b (pri 1)");
     harness_t *h = h_new(0);
     int p = h_open(h), w = h_open(h);
     h_cmd(h, p, "use a\r\n", "USING a\r\n");
@@ -1267,8 +1264,6 @@ static void engine_close_hands_returned_jobs_to_waiters(void **state)
 static void engine_close_returns_jobs_in_reservation_order(void **state)
 {
     (void)state;
-    BUG_SKIP("BUG: client.c bq_engine_client_close returns reserved jobs in (deadline, id) "
-             "order, beanstalkd in reservation order; the waiter gets job 2 instead of job 1");
     harness_t *h = h_new(0);
     int a = h_open(h), w = h_open(h);
     h_put(h, a, 0, 0, 100, "long ttr");
