@@ -41,7 +41,9 @@ bool bq_session_quit(const bq_session_t *s);
 bool bq_session_idle(const bq_session_t *s);
 
 /* The peer half-closed its side: a waiting reserve answers TIMED_OUT and
- * later blocking reserves time out at once (beanstalkd's behaviour). */
+ * later blocking reserves time out at once (beanstalkd's behaviour). The
+ * engine's wake hook is not called: the caller feeds the kept input itself
+ * after this returns. */
 void bq_session_eof(bq_session_t *s, bq_now_t now);
 
 #endif
