@@ -112,8 +112,13 @@ static void cmd_delete(bq_engine_t *e, bq_client_t *c, const bq_cmd_t *cmd, bq_n
         BQ_SEND(e, c, "NOT_FOUND\r\n");
         return;
     }
+    if (!bq__log_room(e, BQ_LOG_DELETE_MAX, true)) {
+        BQ_SEND(e, c, "OUT_OF_MEMORY\r\n");
+        return;
+    }
     bq__job_unlink(e, c, j);
     j->tube->delete_ct++;
+    bq__log_delete(e, j);
     bq__job_destroy(e, j);
     BQ_SEND(e, c, "DELETED\r\n");
 }
@@ -125,7 +130,8 @@ static void cmd_release(bq_engine_t *e, bq_client_t *c, const bq_cmd_t *cmd, bq_
         BQ_SEND(e, c, "NOT_FOUND\r\n");
         return;
     }
-    if (cmd->delay && bq_heap_reserve(&j->tube->delay, j->tube->delay.len + 1) != 0) {
+    if ((cmd->delay && bq_heap_reserve(&j->tube->delay, j->tube->delay.len + 1) != 0) ||
+        !bq__log_room(e, BQ_LOG_UPDATE_MAX, false)) {
         BQ_SEND(e, c, "OUT_OF_MEMORY\r\n");
         return;
     }
@@ -137,18 +143,19 @@ static void cmd_release(bq_engine_t *e, bq_client_t *c, const bq_cmd_t *cmd, bq_
         bq__job_delay(e, j, now); /* cannot fail: room reserved */
     else
         bq__job_ready(e, j, now);
+    bq__log_update(e, j, now);
     BQ_SEND(e, c, "RELEASED\r\n");
 }
 
 static void cmd_bury(bq_engine_t *e, bq_client_t *c, const bq_cmd_t *cmd, bq_now_t now)
 {
-    (void)now;
     bq_job_t *j = find_reserved(e, c, cmd->id);
     if (!j) {
         BQ_SEND(e, c, "NOT_FOUND\r\n");
         return;
     }
-    if (bq_heap_reserve(&j->tube->buried, j->tube->buried.len + 1) != 0) {
+    if (bq_heap_reserve(&j->tube->buried, j->tube->buried.len + 1) != 0 ||
+        !bq__log_room(e, BQ_LOG_UPDATE_MAX, false)) {
         BQ_SEND(e, c, "OUT_OF_MEMORY\r\n");
         return;
     }
@@ -156,6 +163,7 @@ static void cmd_bury(bq_engine_t *e, bq_client_t *c, const bq_cmd_t *cmd, bq_now
     j->pri = cmd->pri;
     j->buries++;
     bq__job_bury(e, j); /* cannot fail: room reserved */
+    bq__log_update(e, j, now);
     BQ_SEND(e, c, "BURIED\r\n");
 }
 
@@ -177,6 +185,7 @@ static void kick_one(bq_engine_t *e, bq_job_t *j, bq_now_t now)
     bq__job_unlink(e, NULL, j);
     j->kicks++;
     bq__job_ready(e, j, now);
+    bq__log_update(e, j, now);
 }
 
 static void cmd_kick(bq_engine_t *e, bq_client_t *c, const bq_cmd_t *cmd, bq_now_t now)
@@ -186,7 +195,8 @@ static void cmd_kick(bq_engine_t *e, bq_client_t *c, const bq_cmd_t *cmd, bq_now
      * deadline. */
     bq_heap_t *from = t->buried.len ? &t->buried : &t->delay;
     uint32_t i = 0;
-    while (i < cmd->count && from->len) {
+    /* Counts jobs really kicked: beanstalkd counted attempts on a full disk. */
+    while (i < cmd->count && from->len && bq__log_room(e, BQ_LOG_UPDATE_MAX, false)) {
         kick_one(e, bq_heap_top(from), now);
         i++;
     }
@@ -198,6 +208,10 @@ static void cmd_kick_job(bq_engine_t *e, bq_client_t *c, const bq_cmd_t *cmd, bq
     bq_job_t *j = bq__jobtab_find(&e->jobs, cmd->id);
     if (!j || (j->state != BQ_JOB_BURIED && j->state != BQ_JOB_DELAYED)) {
         BQ_SEND(e, c, "NOT_FOUND\r\n");
+        return;
+    }
+    if (!bq__log_room(e, BQ_LOG_UPDATE_MAX, false)) {
+        BQ_SEND(e, c, "OUT_OF_MEMORY\r\n");
         return;
     }
     kick_one(e, j, now);
@@ -302,6 +316,10 @@ static void cmd_pause_tube(bq_engine_t *e, bq_client_t *c, const bq_cmd_t *cmd, 
         BQ_SEND(e, c, "NOT_FOUND\r\n");
         return;
     }
+    if (!bq__log_room(e, t->name_len + 64, false)) {
+        BQ_SEND(e, c, "OUT_OF_MEMORY\r\n");
+        return;
+    }
     bool was_paused = bq__tube_paused(t);
     /* A zero delay still pauses for 1 ns, so waiters wake at the next tick. */
     int64_t d = cmd->delay ? (int64_t)cmd->delay * BQ_NS_PER_S : 1;
@@ -311,6 +329,7 @@ static void cmd_pause_tube(bq_engine_t *e, bq_client_t *c, const bq_cmd_t *cmd, 
     if (!was_paused)
         bq__tube_pause_changed(t);
     bq__tube_timer_update(e, t);
+    bq__log_pause(e, t, now);
     BQ_SEND(e, c, "PAUSED\r\n");
 }
 

@@ -13,6 +13,7 @@ bq_engine_t *bq_engine_new(const bq_engine_config_t *cfg, const bq_engine_hooks_
     if (!e)
         return NULL;
     e->hooks = *hooks;
+    e->logging = hooks->log && hooks->log_room;
     e->max_job_size = cfg->max_job_size;
     e->next_id = 1;
     bq__timers_init(e);
@@ -49,6 +50,7 @@ void bq_engine_free(bq_engine_t *e)
         bq__tube_destroy(e, t);
     }
     bq__jobtab_free(&e->jobs);
+    free(e->logbuf);
     bq_heap_free(&e->delay_timers);
     bq_heap_free(&e->pause_timers);
     bq_heap_free(&e->client_timers);

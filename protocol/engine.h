@@ -53,6 +53,17 @@ typedef struct bq_server_info {
     const char *platform; /* uname machine */
 } bq_server_info_t;
 
+/* A durable change, handed to the log hook: one packed bq.log.Record. */
+typedef struct bq_log_entry {
+    const uint8_t *data;
+    size_t len;
+    uint64_t job_id;    /* the job it is about, 0 for tube and id records */
+    uint32_t prev_file; /* the segment of the job's full record before, 0 if none */
+    bool full;          /* a full job record: the job's file becomes its segment */
+    bool gone;          /* a delete: the job leaves prev_file */
+    bool sync;          /* must be on disk before any reply that follows it */
+} bq_log_entry_t;
+
 typedef struct bq_engine_hooks {
     /* Appends reply bytes to connection `conn`'s output, in order. Required. */
     void (*send)(void *conn, const char *data, size_t len);
@@ -63,7 +74,15 @@ typedef struct bq_engine_hooks {
     void (*server_info)(void *arg, bq_server_info_t *info);
     /* Optional: a command was parsed on `conn` (for -VV tracing). */
     void (*command)(void *conn, bq_op_t op);
-    void *arg; /* passed to server_info */
+    /* Optional, with log (binlog on): true when the log can take a record of
+     * at most `bytes` now. Asked before a logged change; false makes the
+     * command answer OUT_OF_MEMORY with nothing changed. A delete asks with
+     * is_delete, for which room is kept in reserve. */
+    bool (*log_room)(void *arg, size_t bytes, bool is_delete);
+    /* Optional: appends a durable change to the log; returns the number of
+     * the segment it went to. Room was granted by log_room. */
+    uint32_t (*log)(void *arg, const bq_log_entry_t *entry);
+    void *arg; /* passed to server_info, log_room and log */
 } bq_engine_hooks_t;
 
 typedef struct bq_engine_config {
@@ -132,6 +151,44 @@ void bq_engine_put_finish(bq_engine_t *e, bq_client_t *c, bq_job_t *job, bq_now_
 
 /* Frees a job from bq_engine_put_begin whose body never completed. */
 void bq_engine_put_abort(bq_engine_t *e, bq_job_t *job);
+
+/* ---- the binlog side (see docs/binlog.md) ---- */
+
+/* Errors of bq_engine_apply(). */
+#define BQ_EBADRECORD (-1) /* not a valid record */
+#define BQ_ENOMEM (-2)
+
+/* Applies one packed record, as found in segment `file`, at now: the same
+ * state transition that the logged command made, with no reply, no hook and
+ * no counter changed beyond the recorded values. Used by binlog replay and by
+ * standbys; no client may hold a reservation. 0 or BQ_E*. */
+int bq_engine_apply(bq_engine_t *e, const uint8_t *data, size_t len, uint32_t file,
+                    bq_now_t now);
+
+/* Logs what a new segment must repeat so that older segments are never
+ * needed for it: the id reservation and every tube still paused. */
+void bq_engine_log_checkpoint(bq_engine_t *e, bq_now_t now);
+
+/* Logs job id in full again (compaction moves it to the current segment).
+ * 0, or -1 when the job is gone or the log has no room. */
+int bq_engine_relog_job(bq_engine_t *e, uint64_t id, bq_now_t now);
+
+/* Collects up to max ids of jobs whose full record is in segment `file`,
+ * scanning the job table from *cursor (start at 0); returns how many were
+ * found. The scan is over when *cursor reaches bq_engine_scan_end(). */
+size_t bq_engine_file_jobs(const bq_engine_t *e, uint32_t file, size_t *cursor, uint64_t *ids,
+                           size_t max);
+
+/* Where a bq_engine_file_jobs() scan ends. */
+size_t bq_engine_scan_end(const bq_engine_t *e);
+
+/* Calls fn(arg, file) for every job (to count the jobs per segment). */
+void bq_engine_each_job_file(const bq_engine_t *e, void (*fn)(void *arg, uint32_t file),
+                             void *arg);
+
+/* Approximate bytes of the full records of every live job: what the binlog
+ * must keep at least. */
+uint64_t bq_engine_live_log_bytes(const bq_engine_t *e);
 
 /* Runs every timer due at now (delayed jobs becoming ready, pauses ending,
  * TTR expiry, DEADLINE_SOON, reserve timeouts). Returns the next due time

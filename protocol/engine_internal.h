@@ -51,7 +51,8 @@ struct bq_job {
     uint32_t body_size; /* bytes + 2: the body includes its CRLF */
     uint32_t heap_index;
     uint32_t reserves, timeouts, releases, buries, kicks;
-    uint8_t state;
+    uint32_t state : 3;   /* bq_job_state_t */
+    uint32_t file : 29;   /* binlog segment of its latest full record, 0 if none */
     uint32_t reserve_seq; /* reserved: order among the reserver's jobs (wraps) */
     char body[];
 };
@@ -112,7 +113,12 @@ struct bq_engine {
     bq_engine_hooks_t hooks;
     uint32_t max_job_size;
     bool draining;
+    bool logging;       /* the log hooks are set */
     uint64_t next_id;
+    uint64_t id_limit;  /* logging: ids below this are covered by a logged reservation */
+    uint64_t live_log_bytes;
+    uint8_t *logbuf;    /* scratch for packing records */
+    size_t logcap;
     uint64_t bury_seq;
     bq_jobtab_t jobs;
     bq_tube_t **tube_hash;  /* chained by name */
@@ -210,8 +216,12 @@ void bq__client_return_jobs(bq_engine_t *e, bq_client_t *c, bq_now_t now);
 /* Makes j delayed for j->delay seconds from now; 0, or -1 when out of memory
  * (j unchanged). */
 int bq__job_delay(bq_engine_t *e, bq_job_t *j, bq_now_t now);
+/* Makes j delayed until deadline (mono ns); 0, or -1 when out of memory. */
+int bq__job_delay_until(bq_engine_t *e, bq_job_t *j, int64_t deadline);
 /* Appends j to its tube's buried queue; 0, or -1 when out of memory. */
 int bq__job_bury(bq_engine_t *e, bq_job_t *j);
+/* Buries j at position seq of the FIFO (replay); 0, or -1 when out of memory. */
+int bq__job_bury_at(bq_engine_t *e, bq_job_t *j, uint64_t seq);
 /* Reserves j for c (room in c->reserved must be reserved) and replies
  * RESERVED to c. */
 void bq__job_reserve(bq_engine_t *e, bq_client_t *c, bq_job_t *j, bq_now_t now);
@@ -245,6 +255,30 @@ void bq__send_job(bq_engine_t *e, bq_client_t *c, const char *word, const bq_job
 /* Sends printf-formatted text (a single reply line). */
 void bq__sendf(bq_engine_t *e, bq_client_t *c, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* ---- record.c: the binlog records of engine changes ---- */
+
+/* How many ids one reservation record covers. */
+#define BQ_ID_BLOCK 100000
+/* Upper bounds of packed records (payload only), for log_room. */
+#define BQ_LOG_UPDATE_MAX 96
+#define BQ_LOG_DELETE_MAX 16
+#define BQ_LOG_IDS_MAX 16
+/* Bound of j's full record. */
+size_t bq__log_full_max(const bq_job_t *j);
+/* True when logging is off or the log has room for bytes. */
+bool bq__log_room(bq_engine_t *e, size_t bytes, bool is_delete);
+/* Logs j in full (put, compaction); sets j->file. */
+void bq__log_full(bq_engine_t *e, bq_job_t *j, bq_now_t now);
+/* Logs j's new status (release, bury, kick). */
+void bq__log_update(bq_engine_t *e, bq_job_t *j, bq_now_t now);
+/* Logs that j is gone (call before freeing it). */
+void bq__log_delete(bq_engine_t *e, bq_job_t *j);
+/* Logs t's pause. */
+void bq__log_pause(bq_engine_t *e, const bq_tube_t *t, bq_now_t now);
+/* Takes the next job id, logging a new id reservation first when needed.
+ * 0 when the log has no room for the reservation. */
+uint64_t bq__take_id(bq_engine_t *e);
 
 /* ---- stats.c: YAML bodies ---- */
 

@@ -27,7 +27,11 @@ bq_put_start_t bq_engine_put_begin(bq_engine_t *e, bq_client_t *c, const bq_cmd_
     if (!j)
         return BQ_PUT_NO_MEMORY;
     memset(j, 0, sizeof *j);
-    j->id = e->next_id++;
+    j->id = bq__take_id(e);
+    if (!j->id) {
+        free(j);
+        return BQ_PUT_NO_MEMORY;
+    }
     j->created_wall = now.wall;
     j->pri = cmd->pri;
     j->delay = cmd->delay;
@@ -55,7 +59,7 @@ void bq_engine_put_abort(bq_engine_t *e, bq_job_t *job)
     free(job);
 }
 
-/* Makes room for j in the id table and its tube's heaps; 0 or -1. */
+/* Makes room for j in the id table, its tube's heaps and the log; 0 or -1. */
 static int reserve_room(bq_engine_t *e, bq_tube_t *t, const bq_job_t *j)
 {
     if (bq__jobtab_reserve(&e->jobs) != 0)
@@ -64,7 +68,7 @@ static int reserve_room(bq_engine_t *e, bq_tube_t *t, const bq_job_t *j)
         return -1;
     if (j->delay && bq_heap_reserve(&t->delay, t->delay.len + 1) != 0)
         return -1;
-    return 0;
+    return bq__log_room(e, bq__log_full_max(j), false) ? 0 : -1;
 }
 
 void bq_engine_put_finish(bq_engine_t *e, bq_client_t *c, bq_job_t *j, bq_now_t now)
@@ -80,19 +84,21 @@ void bq_engine_put_finish(bq_engine_t *e, bq_client_t *c, bq_job_t *j, bq_now_t 
         return;
     }
     bq_tube_t *t = c->use;
+    j->tube = t;
     if (reserve_room(e, t, j) != 0) {
         free(j);
         BQ_SEND(e, c, "OUT_OF_MEMORY\r\n");
         return;
     }
-    j->tube = t;
     bq__jobtab_insert(&e->jobs, j);
     e->total_jobs_ct++;
     t->total_jobs_ct++;
+    e->live_log_bytes += bq__log_full_max(j);
     uint64_t id = j->id;
     if (j->delay)
         bq__job_delay(e, j, now); /* cannot fail: room reserved */
     else
         bq__job_ready(e, j, now);
+    bq__log_full(e, j, now);
     bq__sendf(e, c, "INSERTED %" PRIu64 "\r\n", id);
 }

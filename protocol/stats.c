@@ -130,11 +130,12 @@ void bq__stats_job(bq_engine_t *e, bq_client_t *c, const bq_job_t *j, bq_now_t n
     int n = snprintf(buf, sizeof buf,
                      "---\nid: %" PRIu64 "\ntube: \"%s\"\nstate: %s\npri: %" PRIu32
                      "\nage: %" PRId64 "\ndelay: %" PRIu32 "\nttr: %" PRIu32
-                     "\ntime-left: %" PRId64 "\nfile: %d\nreserves: %" PRIu32
+                     "\ntime-left: %" PRId64 "\nfile: %" PRIu32 "\nreserves: %" PRIu32
                      "\ntimeouts: %" PRIu32 "\nreleases: %" PRIu32 "\nburies: %" PRIu32
                      "\nkicks: %" PRIu32 "\n",
                      j->id, j->tube->name, state_name(j), j->pri,
-                     (now.wall - j->created_wall) / BQ_NS_PER_S, j->delay, j->ttr, left, 0,
+                     (now.wall - j->created_wall) / BQ_NS_PER_S, j->delay, j->ttr, left,
+                     (uint32_t)j->file,
                      j->reserves, j->timeouts, j->releases, j->buries, j->kicks);
     send_formatted(e, c, buf, sizeof buf, n);
 }

@@ -179,8 +179,13 @@ void bq__client_return_jobs(bq_engine_t *e, bq_client_t *c, bq_now_t now)
 
 int bq__job_delay(bq_engine_t *e, bq_job_t *j, bq_now_t now)
 {
+    return bq__job_delay_until(e, j, now.mono + (int64_t)j->delay * BQ_NS_PER_S);
+}
+
+int bq__job_delay_until(bq_engine_t *e, bq_job_t *j, int64_t deadline)
+{
     int64_t old_key = j->key;
-    j->key = now.mono + (int64_t)j->delay * BQ_NS_PER_S;
+    j->key = deadline;
     if (bq_heap_insert(&j->tube->delay, j) != 0) {
         j->key = old_key;
         return -1;
@@ -194,12 +199,19 @@ int bq__job_delay(bq_engine_t *e, bq_job_t *j, bq_now_t now)
 
 int bq__job_bury(bq_engine_t *e, bq_job_t *j)
 {
+    return bq__job_bury_at(e, j, e->bury_seq + 1);
+}
+
+int bq__job_bury_at(bq_engine_t *e, bq_job_t *j, uint64_t seq)
+{
     int64_t old_key = j->key;
-    j->key = (int64_t)++e->bury_seq;
+    j->key = (int64_t)seq;
     if (bq_heap_insert(&j->tube->buried, j) != 0) {
         j->key = old_key;
         return -1;
     }
+    if (seq > e->bury_seq)
+        e->bury_seq = seq;
     j->state = BQ_JOB_BURIED;
     e->buried_ct++;
     return 0;

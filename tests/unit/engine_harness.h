@@ -116,7 +116,11 @@ static inline harness_t *h_new(uint32_t max_job_size)
 {
     harness_t *h = calloc(1, sizeof *h);
     assert_non_null(h);
-    bq_engine_hooks_t hooks = {h_hook_send, h_hook_wake, h_hook_info, h_hook_command, h};
+    bq_engine_hooks_t hooks = {.send = h_hook_send,
+                               .wake = h_hook_wake,
+                               .server_info = h_hook_info,
+                               .command = h_hook_command,
+                               .arg = h};
     bq_engine_config_t cfg = {max_job_size ? max_job_size : BQ_MAX_JOB_SIZE_DEFAULT};
     h->e = bq_engine_new(&cfg, &hooks);
     assert_non_null(h->e);
