@@ -11,7 +11,16 @@
  * (until it drains below 256 KiB).
  *
  * The engine's hooks (send, wake) only queue work: a connection is never
- * fed or closed from inside an engine call. */
+ * fed or closed from inside an engine call.
+ *
+ * With the binlog on, output is held back until the log records it may
+ * depend on are released (written, or fsynced under -f 0): the bytes queued
+ * since the last flush are tagged, when flushed, with the last LSN handed
+ * out by then, which is at least the LSN of any change they report (the
+ * engine logs a change within the command that makes it). Replies thus
+ * leave in order and never before their records are as durable as -f
+ * promises; a connection with held-back output waits on the server's gated
+ * list until the release LSN advances. */
 #include "conn.h"
 
 #include <netinet/in.h>
@@ -40,7 +49,7 @@ struct bq_conn {
     } h;
     bq_server_t *srv;
     bq_session_t *session;
-    bq_list_t all, dirty, pending; /* links in the server's lists */
+    bq_list_t all, dirty, pending, gated; /* links in the server's lists */
     bq_outq_t out;
     size_t inflight; /* bytes owned by the write in progress */
     char *in;        /* input the session has not consumed */
@@ -54,6 +63,9 @@ struct bq_conn {
     bool throttled; /* too much unsent output: neither read nor feed */
     bool writing;   /* a uv_write is in progress */
     bool failed;    /* out of memory: close at the next chance */
+    /* binlog: output appended from untagged_from on has no mark yet */
+    bool untagged;
+    uint64_t untagged_from;
     bq_trace_t trace;
 };
 
@@ -82,6 +94,7 @@ static void close_conn(bq_conn_t *c)
     bq_list_remove(&c->all);
     bq_list_remove(&c->dirty);
     bq_list_remove(&c->pending);
+    bq_list_remove(&c->gated);
     bq_log(BQ_LOG_DEBUG, "close", "fd=%d", c->fd);
     if (c->session)
         bq_session_free(c->session, bq_server_now(c->srv));
@@ -268,6 +281,10 @@ void bq_conn_send(void *conn, const char *data, size_t len)
         return;
     if (bq_log_enabled(BQ_LOG_TRACE))
         bq_trace_reply(&c->trace, c->fd, data, len);
+    if (c->srv->binlog && !c->untagged) {
+        c->untagged = true;
+        c->untagged_from = c->out.appended;
+    }
     if (bq_outq_append(&c->out, data, len) != 0) {
         c->failed = true;
         schedule(c);
@@ -315,13 +332,13 @@ static void on_write(uv_write_t *req, int status)
     mark_dirty(c); /* the next flush writes the rest, unthrottles or closes */
 }
 
-/* Writes what the socket takes now, then hands up to MAX_WRITE_BUFS chunks
- * of the rest to one uv_write. Returns 0, or -1 when the connection must
- * close. */
-static int write_out(bq_conn_t *c)
+/* Writes what the socket takes now of the first `limit` queued bytes, then
+ * hands up to MAX_WRITE_BUFS chunks of the rest of them to one uv_write.
+ * Returns 0, or -1 when the connection must close. */
+static int write_out(bq_conn_t *c, size_t limit)
 {
     uv_buf_t bufs[MAX_WRITE_BUFS];
-    size_t n = bq_outq_peek(&c->out, bufs, MAX_WRITE_BUFS);
+    size_t n = bq_outq_peek(&c->out, bufs, MAX_WRITE_BUFS, limit);
     int r = uv_try_write(&c->h.stream, bufs, (unsigned int)n);
 
     if (r < 0 && r != UV_EAGAIN) {
@@ -329,12 +346,16 @@ static int write_out(bq_conn_t *c)
         return -1;
     }
     bq_outq_consume(&c->out, r > 0 ? (size_t)r : 0);
-    if (c->out.bytes == 0)
+    limit -= r > 0 ? (size_t)r : 0;
+    if (limit == 0)
         return 0;
+    /* uv_write takes whole chunks: bytes held back must not go with them. */
+    if (limit < c->out.bytes && bq_outq_split(&c->out, limit) != 0)
+        return -1;
     write_req_t *w = malloc(sizeof *w);
     if (!w)
         return -1;
-    n = bq_outq_peek(&c->out, bufs, MAX_WRITE_BUFS);
+    n = bq_outq_peek(&c->out, bufs, MAX_WRITE_BUFS, limit);
     w->bytes = 0;
     for (size_t i = 0; i < n; i++)
         w->bytes += bufs[i].len;
@@ -351,11 +372,34 @@ static int write_out(bq_conn_t *c)
     return 0;
 }
 
+/* Binlog: tags the output queued since the last flush and returns how many
+ * queued bytes may be written now; puts c on the gated list when some must
+ * wait. */
+static size_t releasable(bq_conn_t *c)
+{
+    bq_binlog_t *b = c->srv->binlog;
+    uint64_t release = bq_binlog_release_lsn(b);
+
+    if (c->untagged) {
+        c->untagged = false;
+        uint64_t lsn = bq_binlog_last_lsn(b);
+        if (lsn > release)
+            bq_outq_tag(&c->out, c->untagged_from, lsn);
+    }
+    size_t n = bq_outq_releasable(&c->out, release);
+    if (n == c->out.bytes)
+        bq_list_remove(&c->gated);
+    else if (bq_list_empty(&c->gated))
+        bq_list_push(&c->srv->gated, &c->gated);
+    return n;
+}
+
 void bq_conn_flush(bq_list_t *dirty_link)
 {
     bq_conn_t *c = BQ_CONTAINER_OF(dirty_link, bq_conn_t, dirty);
+    size_t limit = c->srv->binlog ? releasable(c) : c->out.bytes;
 
-    if (!c->writing && c->out.bytes > 0 && write_out(c) != 0) {
+    if (!c->writing && limit > 0 && write_out(c, limit) != 0) {
         close_conn(c);
         return;
     }
@@ -366,6 +410,11 @@ void bq_conn_flush(bq_list_t *dirty_link)
     }
     if (c->finishing && c->out.bytes == 0 && !c->writing)
         close_conn(c);
+}
+
+void bq_conn_ungate(bq_list_t *gated_link)
+{
+    mark_dirty(BQ_CONTAINER_OF(gated_link, bq_conn_t, gated));
 }
 
 void bq_conn_close_link(bq_list_t *conns_link)
@@ -425,6 +474,7 @@ int bq_conn_open(bq_server_t *s, int fd)
     bq_list_init(&c->all);
     bq_list_init(&c->dirty);
     bq_list_init(&c->pending);
+    bq_list_init(&c->gated);
     bq_outq_init(&c->out);
     r = s->listener.is_unix ? uv_pipe_open(&c->h.pipe, fd) : uv_tcp_open(&c->h.tcp, fd);
     if (r != 0) {

@@ -29,6 +29,10 @@ void bq_conn_resume(bq_list_t *pending_link);
  * the rest to one uv_write. Closes the connection when it is finished. */
 void bq_conn_flush(bq_list_t *dirty_link);
 
+/* Schedules a flush for a connection whose output was held back for the
+ * binlog (gated list entry, already unlinked): the release LSN advanced. */
+void bq_conn_ungate(bq_list_t *gated_link);
+
 /* Closes the connection of an all-connections list entry (shutdown). */
 void bq_conn_close_link(bq_list_t *conns_link);
 

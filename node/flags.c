@@ -3,21 +3,27 @@
  * consumes the rest of its group, or else the next argv element; the first
  * element that is not a flag group (including a bare "-") is an error.
  * Sizes are read like sscanf("%zu%c"): digits only, nothing after them.
- * Long options map onto the same short flags: --port=11300, --port 11300. */
+ * Long options map onto the same short flags: --port=11300, --port 11300;
+ * a few exist only as long options (switches with no short flag). */
 #include "flags.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 typedef struct long_opt {
     const char *name;
-    char flag; /* the short flag it stands for */
+    char flag;         /* the short flag it stands for; 0 for a long-only switch */
+    size_t switch_off; /* long-only: offset of its bool in bq_flags_t */
 } long_opt_t;
 
 static const long_opt_t long_opts[] = {
-    {"help", 'h'},     {"version", 'v'},  {"verbose", 'V'},      {"listen", 'l'},
-    {"port", 'p'},     {"user", 'u'},     {"binlog-dir", 'b'},   {"binlog-size", 's'},
-    {"fsync-ms", 'f'}, {"no-fsync", 'F'}, {"max-job-size", 'z'},
+    {"help", 'h', 0},         {"version", 'v', 0},
+    {"verbose", 'V', 0},      {"listen", 'l', 0},
+    {"port", 'p', 0},         {"user", 'u', 0},
+    {"binlog-dir", 'b', 0},   {"binlog-size", 's', 0},
+    {"fsync-ms", 'f', 0},     {"no-fsync", 'F', 0},
+    {"max-job-size", 'z', 0}, {"binlog-skip-corrupt", 0, offsetof(bq_flags_t, skip_corrupt)},
 };
 
 static const char *const warning_texts[] = {
@@ -122,6 +128,12 @@ static bq_flags_action_t parse_long(bq_flags_t *f, int argc, char *const *argv, 
         const long_opt_t *lo = &long_opts[k];
         if (strlen(lo->name) != len || memcmp(lo->name, opt, len) != 0)
             continue;
+        if (lo->flag == 0) {
+            if (eq)
+                return fail(f, "flag does not take an argument", argv[*i]);
+            *(bool *)((char *)f + lo->switch_off) = true;
+            return BQ_FLAGS_RUN;
+        }
         if (!takes_arg(lo->flag)) {
             if (eq)
                 return fail(f, "flag does not take an argument", argv[*i]);
@@ -212,6 +224,9 @@ void bq_flags_usage(FILE *out, const char *prog)
             "          max allowed is %d bytes (--max-job-size)\n"
             " -s BYTES set the size of each write-ahead log file (default is %d)\n"
             "          (--binlog-size)\n"
+            " --binlog-skip-corrupt\n"
+            "          start even if a write-ahead log file is damaged before its\n"
+            "          end: the damaged bytes are copied aside and skipped\n"
             " -v       show version information (--version)\n"
             " -V       increase verbosity (--verbose)\n"
             " -h       show this help (--help)\n",

@@ -46,6 +46,7 @@ typedef struct bq_flags {
     const char *binlog_dir; /* -b; NULL when absent */
     bool want_sync;         /* false after -F, true after -f */
     size_t fsync_ms;        /* -f */
+    bool skip_corrupt;      /* --binlog-skip-corrupt */
     const char *user;       /* -u; NULL when absent */
     int verbose;            /* number of -V */
 } bq_flags_t;

@@ -1,6 +1,7 @@
 /* beanstalkd-ha's entry point: parses the flags, sets up the process, runs
  * the server and turns start-up failures into beanstalkd's exit codes
- * (5 usage, 111 listen, 50 urandom/uname, 32-34 -u, 10 -b). */
+ * (5 usage, 111 listen, 50 urandom/uname, 32-34 -u, 10 -b; 1 when binlog
+ * replay stops start-up). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -51,7 +52,7 @@ static int init_exit_code(int err)
 }
 
 /* -u and -b, after the socket is bound; returns 0 or an exit code. */
-static int drop_privileges_and_check(const bq_flags_t *f)
+static int drop_privileges_and_open_binlog(const bq_flags_t *f)
 {
     if (f->user) {
         int r = bq_process_become_user(f->user);
@@ -62,14 +63,12 @@ static int drop_privileges_and_check(const bq_flags_t *f)
         if (r != 0)
             return 34;
     }
-    if (f->binlog_dir) {
-        if (bq_process_check_dir(f->binlog_dir) != 0)
-            return 10;
-        bq_log(BQ_LOG_WARN,
-               "binlog (-b) is not implemented in this version; jobs are kept in memory only",
-               "dir=\"%s\"", f->binlog_dir);
-    }
-    return 0;
+    if (f->binlog_dir && bq_process_check_dir(f->binlog_dir) != 0)
+        return 10;
+    int r = bq_server_start_binlog(&server, f);
+    if (r == BQ_SERVER_EREPLAY)
+        return 1;
+    return r == 0 ? 0 : 10;
 }
 
 int main(int argc, char **argv)
@@ -87,7 +86,7 @@ int main(int argc, char **argv)
         return 111;
     int r = bq_server_init(&server, &f);
     if (r == 0)
-        r = drop_privileges_and_check(&f);
+        r = drop_privileges_and_open_binlog(&f);
     else
         r = init_exit_code(r);
     if (r == 0)

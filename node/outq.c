@@ -1,7 +1,8 @@
 /* Output queue of one connection. The first chunk of an empty queue is
  * small (an idle connection's single reply should not cost 16 KiB); later
  * chunks are BQ_OUTQ_CHUNK, and a reply at least that large is copied into
- * a chunk of exactly its size. */
+ * a chunk of exactly its size. Binlog marks live in a small ring in the
+ * queue itself, so holding replies back never allocates. */
 #include "outq.h"
 
 #include <stdlib.h>
@@ -52,15 +53,72 @@ int bq_outq_append(bq_outq_t *q, const char *data, size_t len)
     memcpy(t->data + t->len, data, len);
     t->len += len;
     q->bytes += len;
+    q->appended += len;
     return 0;
 }
 
-size_t bq_outq_peek(const bq_outq_t *q, uv_buf_t *bufs, size_t max)
+size_t bq_outq_peek(const bq_outq_t *q, uv_buf_t *bufs, size_t max, size_t limit)
 {
     size_t n = 0, off = q->head_off;
-    for (bq_chunk_t *c = q->head; c && n < max; c = c->next, off = 0)
-        bufs[n++] = uv_buf_init(c->data + off, (unsigned int)(c->len - off));
+    for (bq_chunk_t *c = q->head; c && n < max && limit > 0; c = c->next, off = 0) {
+        size_t len = c->len - off < limit ? c->len - off : limit;
+        bufs[n++] = uv_buf_init(c->data + off, (unsigned int)len);
+        limit -= len;
+    }
     return n;
+}
+
+int bq_outq_split(bq_outq_t *q, size_t at)
+{
+    bq_chunk_t *c = q->head;
+    size_t start = q->head_off;
+    /* Find the chunk holding byte `at`, stopping at a chunk boundary. */
+    while (c && at >= c->len - start) {
+        at -= c->len - start;
+        c = c->next;
+        start = 0;
+    }
+    if (!c || at == 0)
+        return 0;
+    size_t keep = start + at, rest = c->len - keep;
+    bq_chunk_t *t = chunk_new(rest > BQ_OUTQ_CHUNK ? rest : BQ_OUTQ_CHUNK);
+    if (!t)
+        return -1;
+    memcpy(t->data, c->data + keep, rest);
+    t->len = rest;
+    c->len = keep;
+    t->next = c->next;
+    c->next = t;
+    if (q->tail == c)
+        q->tail = t;
+    return 0;
+}
+
+void bq_outq_tag(bq_outq_t *q, uint64_t off, uint64_t lsn)
+{
+    if (q->nmarks > 0) {
+        bq_outq_mark_t *last = &q->marks[(q->mark_head + q->nmarks - 1) % BQ_OUTQ_MARKS];
+        if (q->nmarks == BQ_OUTQ_MARKS || last->lsn == lsn) {
+            /* Waiting for the later LSN from the earlier offset is safe. */
+            last->lsn = lsn;
+            return;
+        }
+    }
+    q->marks[(q->mark_head + q->nmarks) % BQ_OUTQ_MARKS] = (bq_outq_mark_t){off, lsn};
+    q->nmarks++;
+}
+
+size_t bq_outq_releasable(bq_outq_t *q, uint64_t release)
+{
+    while (q->nmarks > 0 && q->marks[q->mark_head].lsn <= release) {
+        q->mark_head = (q->mark_head + 1) % BQ_OUTQ_MARKS;
+        q->nmarks--;
+    }
+    if (q->nmarks == 0)
+        return q->bytes;
+    uint64_t start = q->appended - q->bytes;
+    uint64_t off = q->marks[q->mark_head].off;
+    return off > start ? (size_t)(off - start) : 0;
 }
 
 void bq_outq_consume(bq_outq_t *q, size_t n)

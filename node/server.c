@@ -1,9 +1,9 @@
 /* The event loop. Each loop turn: the timer runs the engine's due timers;
  * reads feed sessions; then the prepare handle feeds the connections that
- * the engine woke, flushes every connection with new output (one write
- * each) and re-arms the timer to the engine's next due time. SIGUSR1 turns
- * on drain mode; SIGTERM and SIGINT close everything and let uv_run
- * return. */
+ * the engine woke, ends the binlog's turn (writing the records the turn
+ * logged), flushes every connection with new output (one write each) and
+ * re-arms the timer to the engine's next due time. SIGUSR1 turns on drain
+ * mode; SIGTERM and SIGINT close everything and let uv_run return. */
 #include "server.h"
 
 #include <signal.h>
@@ -53,10 +53,12 @@ static void on_prepare(uv_prepare_t *p)
         return;
     while ((l = bq_list_pop(&s->pending)))
         bq_conn_resume(l);
+    /* Records first: flushing releases the replies that wait for them. */
+    bool more = s->binlog && bq_binlog_turn(s->binlog, bq_clock_now());
     while ((l = bq_list_pop(&s->dirty)))
         bq_conn_flush(l);
     /* Flushing can unthrottle a connection: feed it on the next turn. */
-    if (bq_list_empty(&s->pending))
+    if (bq_list_empty(&s->pending) && !more)
         uv_idle_stop(&s->idle);
     else
         uv_idle_start(&s->idle, on_idle);
@@ -86,6 +88,7 @@ static void stop(bq_server_t *s, const char *why)
     bq_listen_close(&s->listener);
     while ((l = bq_list_pop(&s->conns)))
         bq_conn_close_link(l);
+    bq_binlog_stop(s->binlog);
     close_handle((uv_handle_t *)&s->timer);
     close_handle((uv_handle_t *)&s->prepare);
     close_handle((uv_handle_t *)&s->idle);
@@ -135,15 +138,38 @@ static int start_handles(bq_server_t *s)
     return r;
 }
 
+static void server_info(void *arg, bq_server_info_t *info)
+{
+    bq_server_t *s = arg;
+    bq_sysinfo_fill(&s->info, info);
+    if (s->binlog)
+        bq_binlog_fill_info(s->binlog, info);
+}
+
+static bool log_room(void *arg, size_t bytes, bool is_delete)
+{
+    bq_server_t *s = arg;
+    return bq_binlog_room(s->binlog, bytes, is_delete);
+}
+
+static uint32_t log_record(void *arg, const bq_log_entry_t *entry)
+{
+    bq_server_t *s = arg;
+    return bq_binlog_log(s->binlog, entry);
+}
+
 static bq_engine_t *make_engine(bq_server_t *s, const bq_flags_t *f)
 {
     bq_engine_config_t cfg = {.max_job_size = (uint32_t)f->max_job_size};
     bq_engine_hooks_t hooks = {
         .send = bq_conn_send,
         .wake = bq_conn_wake,
-        .server_info = bq_sysinfo_fill,
+        .server_info = server_info,
         .command = bq_log_enabled(BQ_LOG_TRACE) ? bq_conn_command : NULL,
-        .arg = &s->info,
+        /* The binlog itself comes later, after -u (bq_server_start_binlog). */
+        .log_room = f->binlog_dir ? log_room : NULL,
+        .log = f->binlog_dir ? log_record : NULL,
+        .arg = s,
     };
     return bq_engine_new(&cfg, &hooks);
 }
@@ -154,6 +180,7 @@ int bq_server_init(bq_server_t *s, const bq_flags_t *f)
     bq_list_init(&s->conns);
     bq_list_init(&s->dirty);
     bq_list_init(&s->pending);
+    bq_list_init(&s->gated);
     s->listener.fd = s->listener.spare_fd = -1;
     int r = uv_loop_init(&s->loop);
     if (r != 0) {
@@ -174,6 +201,38 @@ int bq_server_init(bq_server_t *s, const bq_flags_t *f)
     return start_handles(s) == 0 ? 0 : BQ_SERVER_EINIT;
 }
 
+/* The binlog released more replies: flush every connection holding some. */
+static void on_released(void *arg)
+{
+    bq_server_t *s = arg;
+    bq_list_t *l;
+    while ((l = bq_list_pop(&s->gated)))
+        bq_conn_ungate(l);
+}
+
+int bq_server_start_binlog(bq_server_t *s, const bq_flags_t *f)
+{
+    if (!f->binlog_dir)
+        return 0;
+    bq_binlog_config_t cfg = {
+        .dir = f->binlog_dir,
+        .seg_size = f->binlog_size,
+        .sync = !f->want_sync      ? BQ_BINLOG_SYNC_NEVER
+                : f->fsync_ms == 0 ? BQ_BINLOG_SYNC_ALWAYS
+                                   : BQ_BINLOG_SYNC_TIMED,
+        .fsync_ms = f->fsync_ms,
+        .skip_corrupt = f->skip_corrupt,
+    };
+    int r = bq_binlog_open(&s->binlog, &s->loop, &cfg);
+    if (r == 0) {
+        bq_binlog_on_release(s->binlog, on_released, s);
+        r = bq_binlog_start(s->binlog, s->engine, bq_clock_now());
+    }
+    if (r == BQ_BINLOG_EREPLAY)
+        return BQ_SERVER_EREPLAY;
+    return r == 0 ? 0 : BQ_SERVER_EBINLOG;
+}
+
 void bq_server_run(bq_server_t *s)
 {
     uv_run(&s->loop, UV_RUN_DEFAULT);
@@ -188,12 +247,15 @@ static void close_walk(uv_handle_t *h, void *arg)
 void bq_server_free(bq_server_t *s)
 {
     bq_listen_close(&s->listener);
+    bq_binlog_stop(s->binlog);
     if (s->loop.data == s) {
         /* After a failed init some handles may still be open. */
         uv_walk(&s->loop, close_walk, NULL);
         uv_run(&s->loop, UV_RUN_DEFAULT);
         uv_loop_close(&s->loop);
     }
+    bq_binlog_free(s->binlog);
+    s->binlog = NULL;
     if (s->engine)
         bq_engine_free(s->engine);
     s->engine = NULL;

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <uv.h>
 
+#include "binlog.h"
 #include "flags.h"
 #include "list.h"
 #include "listen.h"
@@ -18,6 +19,8 @@ enum {
     BQ_SERVER_EINIT = -1,    /* loop, engine or handle set-up: exit 1 */
     BQ_SERVER_ELISTEN = -2,  /* listening socket: exit 111 */
     BQ_SERVER_ESYSINFO = -3, /* /dev/urandom or uname: exit 50 */
+    BQ_SERVER_EBINLOG = -4,  /* binlog directory unusable: exit 10 */
+    BQ_SERVER_EREPLAY = -5,  /* binlog replay stopped start-up: exit 1 */
 };
 
 typedef struct bq_server {
@@ -31,18 +34,26 @@ typedef struct bq_server {
     bq_list_t conns;   /* every open connection */
     bq_list_t dirty;   /* connections with output to flush */
     bq_list_t pending; /* connections whose input must be fed again */
+    bq_list_t gated;   /* connections with output held back for the binlog */
     bool stopping;
     bq_sysinfo_t info;
+    bq_binlog_t *binlog; /* NULL without -b */
 } bq_server_t;
 
 /* Creates the loop, engine, listener and handles from the flags. Returns 0
  * or a BQ_SERVER_E* code (logged). Call bq_server_free in both cases. */
 int bq_server_init(bq_server_t *s, const bq_flags_t *f);
 
+/* With -b: locks the directory, replays it and opens a new segment (after
+ * bq_server_init and any privilege drop). Returns 0 or BQ_SERVER_EBINLOG /
+ * BQ_SERVER_EREPLAY (logged). Without -b: returns 0. */
+int bq_server_start_binlog(bq_server_t *s, const bq_flags_t *f);
+
 /* Runs the loop until SIGTERM or SIGINT has closed every handle. */
 void bq_server_run(bq_server_t *s);
 
-/* Frees the engine and the loop (after bq_server_run, or a failed init). */
+/* Closes the binlog (writing, syncing and trimming it), frees the engine
+ * and the loop (after bq_server_run, or a failed init). */
 void bq_server_free(bq_server_t *s);
 
 /* The current time; runs the engine's due timers first, so input is never

@@ -37,6 +37,7 @@ static void opt_none(void **state)
     assert_int_equal(f.fsync_ms, 50);
     assert_null(f.user);
     assert_null(f.binlog_dir);
+    assert_false(f.skip_corrupt);
     assert_int_equal(f.verbose, 0);
     assert_int_equal(f.warnings, 0);
 }
@@ -310,6 +311,23 @@ static void long_option_errors(void **state)
     assert_int_equal(parse(ARGC(version), version), BQ_FLAGS_VERSION);
 }
 
+static void long_only_switch(void **state)
+{
+    char *argv[] = {"-b", "/tmp", "--binlog-skip-corrupt", "-f0"};
+    char *witharg[] = {"--binlog-skip-corrupt=yes"};
+    char *asshort[] = {"-binlog-skip-corrupt"};
+    (void)state;
+    assert_int_equal(parse(ARGC(argv), argv), BQ_FLAGS_RUN);
+    assert_true(f.skip_corrupt);
+    assert_string_equal(f.binlog_dir, "/tmp");
+    assert_int_equal(f.fsync_ms, 0);
+    assert_int_equal(parse(ARGC(witharg), witharg), BQ_FLAGS_USAGE);
+    assert_string_equal(f.error, "flag does not take an argument: --binlog-skip-corrupt=yes");
+    /* A short flag group is not a way in: -b takes "inlog-skip-corrupt". */
+    assert_int_equal(parse(ARGC(asshort), asshort), BQ_FLAGS_RUN);
+    assert_false(f.skip_corrupt);
+}
+
 static void usage_mentions_every_flag(void **state)
 {
     char buf[4096] = {0};
@@ -323,6 +341,7 @@ static void usage_mentions_every_flag(void **state)
         char flag[4] = {' ', '-', *p, '\0'};
         assert_non_null(strstr(buf, flag));
     }
+    assert_non_null(strstr(buf, "--binlog-skip-corrupt"));
 }
 
 int main(void)
@@ -357,6 +376,7 @@ int main(void)
         cmocka_unit_test(removed_flags_warn),
         cmocka_unit_test(long_options),
         cmocka_unit_test(long_option_errors),
+        cmocka_unit_test(long_only_switch),
         cmocka_unit_test(usage_mentions_every_flag),
     };
     return cmocka_run_group_tests_name("node_flags", tests, NULL, NULL);

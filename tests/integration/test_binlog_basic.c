@@ -1,0 +1,699 @@
+/* Integration tests of the binlog (-b) end to end, with real processes and
+ * a binlog directory kept across restarts: beanstalkd's binlog tests
+ * (testserv.c, reference section 4.2) adapted to our segment format,
+ * restarts after SIGTERM and kill -9, a simulated power loss (the
+ * BQ_TEST_SYNC_LOG seam says what was fsynced; the rest is zeroed), the
+ * directory lock, beanstalkd files, a full disk (BQ_FAULT_FALLOCATE_FAIL_AFTER),
+ * the -f timer and bounded growth under churn. Our binary only. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tests/support/bqtest.h"
+
+#define EXIT_DEADLINE_MS 10000
+#define CRASH_CONNS 4
+#define CRASH_PUTS 400
+
+typedef struct bl {
+    char dir[64];     /* the binlog directory, kept across restarts */
+    char log[96];     /* output of processes run to completion */
+    char synclog[96]; /* BQ_TEST_SYNC_LOG */
+    bqt_server_t srv;
+    int fd;
+} bl_t;
+
+static int bl_setup(void **state)
+{
+    bl_t *t = calloc(1, sizeof *t);
+    if (!t)
+        return -1;
+    snprintf(t->dir, sizeof t->dir, "/tmp/bq-binlog-XXXXXX");
+    if (!mkdtemp(t->dir)) {
+        free(t);
+        return -1;
+    }
+    snprintf(t->log, sizeof t->log, "%s.out", t->dir);
+    snprintf(t->synclog, sizeof t->synclog, "%s.sync", t->dir);
+    t->fd = -1;
+    *state = t;
+    return 0;
+}
+
+static void remove_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    char path[512];
+    while (d && (de = readdir(d))) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        unlink(path);
+    }
+    if (d)
+        closedir(d);
+    rmdir(dir);
+}
+
+static int bl_teardown(void **state)
+{
+    bl_t *t = *state;
+    if (t->fd >= 0)
+        close(t->fd);
+    bqt_server_stop(&t->srv);
+    unsetenv("BQ_FAULT_FALLOCATE_FAIL_AFTER");
+    unsetenv("BQ_TEST_SYNC_LOG");
+    if (!getenv("BQT_KEEP_DIRS")) {
+        remove_dir(t->dir);
+        unlink(t->log);
+        unlink(t->synclog);
+    }
+    free(t);
+    return 0;
+}
+
+#define BL_TEST(f) cmocka_unit_test_setup_teardown(f, bl_setup, bl_teardown)
+
+/* Starts our server on t->dir with extra args (NULL-terminated, may be
+ * NULL) and connects t->fd. */
+static void bl_start(bl_t *t, const char *const *extra)
+{
+    const char *args[16] = {"-b", t->dir};
+    size_t n = 2;
+    for (; extra && *extra && n < 15; extra++)
+        args[n++] = *extra;
+    args[n] = NULL;
+    assert_int_equal(bqt_server_start(&t->srv, bqt_our_binary(), args), 0);
+    t->fd = bqt_client(&t->srv);
+}
+
+/* SIGTERM: a clean shutdown. */
+static void bl_stop(bl_t *t)
+{
+    close(t->fd);
+    t->fd = -1;
+    bqt_server_stop(&t->srv);
+}
+
+/* kill -9. Replies already sent stay readable on open connections. */
+static void bl_kill(bl_t *t)
+{
+    bqt_server_signal(&t->srv, SIGKILL);
+    assert_true(bqt_server_wait(&t->srv, EXIT_DEADLINE_MS) != -1);
+    bqt_server_stop(&t->srv); /* removes its temporary directory */
+}
+
+static unsigned long long put(int fd, const char *args, const char *body)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "put %s %zu\r\n%s\r\n", args, strlen(body), body);
+    bqt_sends(fd, buf);
+    char *line = bqt_expect_prefix(fd, "INSERTED ");
+    unsigned long long id = strtoull(line + 9, NULL, 10);
+    free(line);
+    return id;
+}
+
+static void cmd(int fd, const char *command, const char *reply)
+{
+    bqt_sends(fd, command);
+    bqt_expect(fd, reply);
+}
+
+static long long stat_of(int fd, const char *key)
+{
+    return bqt_stat_int(fd, "stats\r\n", key);
+}
+
+static void expect_job_stat(int fd, unsigned long long id, const char *key, const char *want)
+{
+    char c[64];
+    snprintf(c, sizeof c, "stats-job %llu\r\n", id);
+    char *v = bqt_stat(fd, c, key);
+    assert_non_null(v);
+    assert_string_equal(v, want);
+    free(v);
+}
+
+/* The segment files of dir: how many, and their bytes together. */
+static int segments(const char *dir, long long *bytes)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    int n = 0;
+    *bytes = 0;
+    while (d && (de = readdir(d))) {
+        char path[512];
+        struct stat st;
+        if (strncmp(de->d_name, "bqlog.", 6) != 0 || strchr(de->d_name + 6, '.'))
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        if (stat(path, &st) == 0) {
+            n++;
+            *bytes += st.st_size;
+        }
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static long long file_size(const char *dir, const char *name)
+{
+    char path[512];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return stat(path, &st) == 0 ? (long long)st.st_size : -1;
+}
+
+static char *read_text(const char *path)
+{
+    static char buf[1 << 20];
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f)
+        fclose(f);
+    buf[n] = '\0';
+    return buf;
+}
+
+static void nap_ms(int ms)
+{
+    struct timespec ts = {0, ms * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Runs our binary with args until it exits; asserts the exit code and that
+ * its output contains text. */
+static void expect_exit(bl_t *t, const char *const *args, int code, const char *text)
+{
+    char *argv[16];
+    int n = 0, status = 0;
+    argv[n++] = (char *)bqt_our_binary();
+    while (*args && n < 15)
+        argv[n++] = (char *)*args++;
+    argv[n] = NULL;
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int fd = open(t->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    long long deadline = bqt_now_ms() + EXIT_DEADLINE_MS;
+    while (waitpid(pid, &status, WNOHANG) != pid) {
+        if (bqt_now_ms() > deadline) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            fail_msg("%s did not exit", argv[0]);
+        }
+        nap_ms(2);
+    }
+    char *out = read_text(t->log);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != code || !strstr(out, text))
+        fprintf(stderr, "status=%d output:\n%s\n", status, out);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), code);
+    assert_non_null(strstr(out, text));
+}
+
+/* ---- beanstalkd's binlog tests ---- */
+
+static void binlog_empty_exit(void **state)
+{
+    bl_t *t = *state;
+    bl_start(t, NULL);
+    bl_stop(t);
+    bl_start(t, NULL);
+    cmd(t->fd, "put 0 0 100 1\r\nx\r\n", "INSERTED 1\r\n");
+}
+
+static void binlog_bury(void **state)
+{
+    bl_t *t = *state;
+    bl_start(t, NULL);
+    assert_int_equal(put(t->fd, "0 0 100", "x"), 1);
+    cmd(t->fd, "reserve\r\n", "RESERVED 1 1\r\nx\r\n");
+    cmd(t->fd, "bury 1 0\r\n", "BURIED\r\n");
+    bl_stop(t);
+    bl_start(t, NULL);
+    expect_job_stat(t->fd, 1, "state", "buried");
+    expect_job_stat(t->fd, 1, "buries", "1"); /* replay adds none (upstream 668) */
+}
+
+static void binlog_basic(void **state)
+{
+    bl_t *t = *state;
+    bl_start(t, NULL);
+    assert_int_equal(put(t->fd, "0 0 100", "x"), 1);
+    bl_stop(t);
+    bl_start(t, NULL);
+    cmd(t->fd, "delete 1\r\n", "DELETED\r\n");
+}
+
+/* Ours: a segment is closed at the end of the loop turn in which it reached
+ * -s, so it ends just past -s (whole frames, never split). */
+static void binlog_size_limit(void **state)
+{
+    bl_t *t = *state;
+    char body[101];
+    memset(body, 'a', 100);
+    body[100] = '\0';
+    bl_start(t, (const char *[]){"-s", "4096", NULL});
+    for (int i = 0; i < 200 && stat_of(t->fd, "binlog-current-index") < 2; i++)
+        put(t->fd, "0 0 100", body);
+    assert_int_equal(stat_of(t->fd, "binlog-current-index"), 2);
+    long long one = file_size(t->dir, "bqlog.1");
+    assert_true(one >= 4096 && one < 4096 + 256);
+    assert_true(file_size(t->dir, "bqlog.2") >= 4096); /* preallocated */
+}
+
+static void binlog_allocation(void **state)
+{
+    bl_t *t = *state;
+    char c[64];
+    bl_start(t, (const char *[]){"-s", "601", NULL});
+    for (int i = 1; i <= 96; i++)
+        assert_int_equal(put(t->fd, "0 0 100", "abcdefghijklmnopqrstuvwxyz"), (unsigned)i);
+    for (int i = 1; i <= 96; i++) {
+        snprintf(c, sizeof c, "delete %d\r\n", i);
+        cmd(t->fd, c, "DELETED\r\n");
+    }
+    bl_stop(t);
+    bl_start(t, NULL);
+    assert_int_equal(stat_of(t->fd, "current-jobs-ready"), 0);
+    cmd(t->fd, "peek 96\r\n", "NOT_FOUND\r\n");
+}
+
+static void binlog_read(void **state)
+{
+    bl_t *t = *state;
+    bl_start(t, NULL);
+    cmd(t->fd, "use test\r\n", "USING test\r\n");
+    assert_int_equal(put(t->fd, "0 0 100", "test1"), 1);
+    assert_int_equal(put(t->fd, "0 0 100", "test2"), 2);
+    cmd(t->fd, "watch test\r\n", "WATCHING 2\r\n");
+    cmd(t->fd, "reserve\r\n", "RESERVED 1 5\r\ntest1\r\n");
+    cmd(t->fd, "release 1 1 1\r\n", "RELEASED\r\n");
+    cmd(t->fd, "delete 2\r\n", "DELETED\r\n");
+    bl_stop(t);
+    bl_start(t, NULL);
+    cmd(t->fd, "watch test\r\n", "WATCHING 2\r\n");
+    cmd(t->fd, "reserve-with-timeout 5\r\n", "RESERVED 1 5\r\ntest1\r\n");
+    cmd(t->fd, "delete 2\r\n", "NOT_FOUND\r\n");
+}
+
+/* ---- restarts ---- */
+
+static void restart_after_sigterm_keeps_every_state(void **state)
+{
+    bl_t *t = *state;
+    bl_start(t, (const char *[]){"-f", "0", NULL});
+    cmd(t->fd, "use a\r\n", "USING a\r\n");
+    assert_int_equal(put(t->fd, "5 0 100", "ready"), 1);
+    assert_int_equal(put(t->fd, "6 500 100", "delayed"), 2);
+    cmd(t->fd, "use b\r\n", "USING b\r\n");
+    assert_int_equal(put(t->fd, "7 0 100", "buried"), 3);
+    assert_int_equal(put(t->fd, "8 0 100", "reserved"), 4);
+    assert_int_equal(put(t->fd, "9 0 100", "deleted"), 5);
+    cmd(t->fd, "watch b\r\n", "WATCHING 2\r\n");
+    cmd(t->fd, "reserve-job 3\r\n", "RESERVED 3 6\r\nburied\r\n");
+    cmd(t->fd, "bury 3 70\r\n", "BURIED\r\n");
+    cmd(t->fd, "reserve-job 4\r\n", "RESERVED 4 8\r\nreserved\r\n");
+    cmd(t->fd, "release 4 80 0\r\n", "RELEASED\r\n"); /* delay 0: beanstalkd loses pri */
+    cmd(t->fd, "reserve-job 4\r\n", "RESERVED 4 8\r\nreserved\r\n");
+    cmd(t->fd, "delete 5\r\n", "DELETED\r\n");
+    cmd(t->fd, "pause-tube a 1000\r\n", "PAUSED\r\n");
+    bl_stop(t);
+    bl_start(t, NULL);
+    expect_job_stat(t->fd, 1, "state", "ready");
+    expect_job_stat(t->fd, 1, "pri", "5");
+    expect_job_stat(t->fd, 1, "tube", "a");
+    expect_job_stat(t->fd, 2, "state", "delayed");
+    expect_job_stat(t->fd, 2, "delay", "500");
+    expect_job_stat(t->fd, 3, "state", "buried");
+    expect_job_stat(t->fd, 3, "pri", "70");
+    expect_job_stat(t->fd, 3, "tube", "b");
+    expect_job_stat(t->fd, 4, "state", "ready"); /* reservations are not durable */
+    expect_job_stat(t->fd, 4, "pri", "80");
+    expect_job_stat(t->fd, 4, "releases", "1");
+    expect_job_stat(t->fd, 4, "reserves", "1");
+    cmd(t->fd, "peek 5\r\n", "NOT_FOUND\r\n");
+    char *v = bqt_stat(t->fd, "stats-tube a\r\n", "pause");
+    assert_string_equal(v, "1000");
+    free(v);
+    assert_int_equal(put(t->fd, "0 0 100", "new") > 5, 1);
+}
+
+/* Pipelines CRASH_PUTS puts on each of CRASH_CONNS connections, kills the
+ * server with SIGKILL while it answers them, and returns through acked[c][k]
+ * the id of each put whose INSERTED arrived (0 for the others). */
+static void puts_then_crash(bl_t *t, unsigned long long acked[CRASH_CONNS][CRASH_PUTS])
+{
+    int fds[CRASH_CONNS];
+    char buf[128];
+    memset(acked, 0, sizeof(unsigned long long) * CRASH_CONNS * CRASH_PUTS);
+    /* Its id reservation is fsynced in every mode: later puts are not. */
+    put(t->fd, "0 0 100", "warm-up");
+    for (int c = 0; c < CRASH_CONNS; c++) {
+        fds[c] = bqt_client(&t->srv);
+        for (int k = 0; k < CRASH_PUTS; k++) {
+            snprintf(buf, sizeof buf, "body-%d-%d", c, k);
+            char line[160];
+            snprintf(line, sizeof line, "put 0 0 100 %zu\r\n%s\r\n", strlen(buf), buf);
+            bqt_sends(fds[c], line);
+        }
+    }
+    /* Kill once the server is well into the work. */
+    for (int k = 0; k < CRASH_PUTS / 4; k++) {
+        char *line = bqt_read_line(fds[0], BQT_DEADLINE_MS);
+        assert_non_null(line);
+        acked[0][k] = strtoull(line + 9, NULL, 10);
+        free(line);
+    }
+    bl_kill(t);
+    for (int c = 0; c < CRASH_CONNS; c++) {
+        for (int k = c == 0 ? CRASH_PUTS / 4 : 0; k < CRASH_PUTS; k++) {
+            char *line = bqt_read_line(fds[c], BQT_DEADLINE_MS);
+            if (!line)
+                break;
+            assert_memory_equal(line, "INSERTED ", 9);
+            acked[c][k] = strtoull(line + 9, NULL, 10);
+            free(line);
+        }
+        close(fds[c]);
+    }
+}
+
+/* Every acked put is back with its body. */
+static void expect_acked(bl_t *t, unsigned long long acked[CRASH_CONNS][CRASH_PUTS])
+{
+    char c[64], want[160], body[64];
+    int n = 0;
+    for (int i = 0; i < CRASH_CONNS; i++) {
+        for (int k = 0; k < CRASH_PUTS && acked[i][k]; k++, n++) {
+            snprintf(c, sizeof c, "peek %llu\r\n", acked[i][k]);
+            snprintf(body, sizeof body, "body-%d-%d", i, k);
+            snprintf(want, sizeof want, "FOUND %llu %zu\r\n%s\r\n", acked[i][k], strlen(body),
+                     body);
+            cmd(t->fd, c, want);
+        }
+    }
+    assert_true(n >= CRASH_PUTS / 4);
+}
+
+static void acked_puts_survive_kill9_under_f0(void **state)
+{
+    bl_t *t = *state;
+    static unsigned long long acked[CRASH_CONNS][CRASH_PUTS];
+    bl_start(t, (const char *[]){"-f", "0", "-s", "65536", NULL});
+    puts_then_crash(t, acked);
+    close(t->fd);
+    bl_start(t, NULL);
+    expect_acked(t, acked);
+}
+
+/* Zeroes segment `name` of dir from offset off (0: from the end of its
+ * prefix) to its end: what a power loss does to data never fsynced. */
+static void lose_unsynced(const char *dir, const char *name, long long off)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    int fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    struct stat st;
+    assert_int_equal(fstat(fd, &st), 0);
+    if (off == 0) {
+        unsigned char hl[4];
+        assert_int_equal(pread(fd, hl, 4, 12), 4);
+        off = 20 + (hl[0] | hl[1] << 8 | hl[2] << 16 | (long long)hl[3] << 24);
+    }
+    static char zeros[65536];
+    for (long long p = off; p < st.st_size; p += (long long)sizeof zeros) {
+        size_t n =
+            st.st_size - p < (long long)sizeof zeros ? (size_t)(st.st_size - p) : sizeof zeros;
+        assert_int_equal(pwrite(fd, zeros, n, p), (ssize_t)n);
+    }
+    close(fd);
+}
+
+/* Applies the last line of the sync log (its LSNs only grow) to the
+ * segments: the synced one keeps its synced bytes, later ones keep only
+ * their prefix. */
+static void simulate_power_loss(bl_t *t)
+{
+    unsigned long long seq = 0, off = 0, lsn = 0, q, o, l, prev = 0;
+    for (const char *p = read_text(t->synclog); p && *p; p = strchr(p, '\n')) {
+        p += *p == '\n';
+        if (sscanf(p, "%llu %llu %llu", &q, &o, &l) != 3)
+            continue;
+        assert_true(l > prev);
+        prev = l;
+        seq = q, off = o, lsn = l;
+    }
+    assert_true(lsn > 0);
+    char name[64];
+    snprintf(name, sizeof name, "bqlog.%llu", seq);
+    lose_unsynced(t->dir, name, (long long)off);
+    for (unsigned long long s = seq + 1;; s++) {
+        snprintf(name, sizeof name, "bqlog.%llu", s);
+        if (file_size(t->dir, name) < 0)
+            break;
+        lose_unsynced(t->dir, name, 0);
+    }
+}
+
+static void power_loss_keeps_acked_puts_under_f0(void **state)
+{
+    bl_t *t = *state;
+    static unsigned long long acked[CRASH_CONNS][CRASH_PUTS];
+    setenv("BQ_TEST_SYNC_LOG", t->synclog, 1);
+    bl_start(t, (const char *[]){"-f", "0", NULL});
+    unsetenv("BQ_TEST_SYNC_LOG");
+    puts_then_crash(t, acked);
+    close(t->fd);
+    simulate_power_loss(t);
+    bl_start(t, NULL);
+    expect_acked(t, acked);
+}
+
+/* ---- flags, stats, start-up refusals ---- */
+
+static void stats_report_the_binlog(void **state)
+{
+    bl_t *t = *state;
+    bl_start(t, (const char *[]){"-s", "12345", NULL});
+    assert_int_equal(stat_of(t->fd, "binlog-max-size"), 12345);
+    assert_int_equal(stat_of(t->fd, "binlog-oldest-index"), 1);
+    assert_int_equal(stat_of(t->fd, "binlog-current-index"), 1);
+    assert_int_equal(stat_of(t->fd, "binlog-records-migrated"), 0);
+    long long w = stat_of(t->fd, "binlog-records-written");
+    assert_true(w >= 1); /* the segment's opening id reservation */
+    put(t->fd, "0 0 100", "x");
+    long long w1 = stat_of(t->fd, "binlog-records-written");
+    assert_true(w1 > w);
+    cmd(t->fd, "delete 1\r\n", "DELETED\r\n");
+    assert_int_equal(stat_of(t->fd, "binlog-records-written"), w1 + 1);
+    bl_stop(t);
+    bl_start(t, NULL);
+    assert_int_equal(stat_of(t->fd, "binlog-current-index"), 2);
+    assert_int_equal(stat_of(t->fd, "binlog-max-size"), 10485760);
+}
+
+static void stats_without_binlog_are_zero(void **state)
+{
+    bl_t *t = *state;
+    assert_int_equal(bqt_server_start(&t->srv, bqt_our_binary(), NULL), 0);
+    t->fd = bqt_client(&t->srv);
+    put(t->fd, "0 0 100", "x");
+    assert_int_equal(stat_of(t->fd, "binlog-oldest-index"), 0);
+    assert_int_equal(stat_of(t->fd, "binlog-current-index"), 0);
+    assert_int_equal(stat_of(t->fd, "binlog-records-written"), 0);
+    assert_int_equal(stat_of(t->fd, "binlog-records-migrated"), 0);
+    assert_int_equal(stat_of(t->fd, "binlog-max-size"), 10485760);
+}
+
+static void locked_dir_exits_10(void **state)
+{
+    bl_t *t = *state;
+    bl_start(t, NULL);
+    expect_exit(t, (const char *[]){"-l", "127.0.0.1", "-p", "0", "-b", t->dir, NULL}, 10,
+                "locked by another process");
+    /* The first server is unharmed. */
+    cmd(t->fd, "put 0 0 100 1\r\nx\r\n", "INSERTED 1\r\n");
+}
+
+static void beanstalkd_files_are_refused(void **state)
+{
+    bl_t *t = *state;
+    char path[128];
+    snprintf(path, sizeof path, "%s/binlog.1", t->dir);
+    close(open(path, O_WRONLY | O_CREAT, 0600));
+    expect_exit(t, (const char *[]){"-l", "127.0.0.1", "-p", "0", "-b", t->dir, NULL}, 10,
+                "--import-beanstalkd SRC_DIR");
+    assert_int_equal(file_size(t->dir, "bqlog.1"), -1); /* nothing written */
+}
+
+/* beanstalkd's binlog_disk_full and binlog_disk_full_delete, through the
+ * preallocation fault seam: puts fail cleanly, every delete works, and the
+ * log is sound for the next start. */
+static void disk_full_refuses_puts_keeps_deletes(void **state)
+{
+    bl_t *t = *state;
+    char body[101], c[64];
+    unsigned long long last = 0;
+    memset(body, 'z', 100);
+    body[100] = '\0';
+    setenv("BQ_FAULT_FALLOCATE_FAIL_AFTER", "1", 1); /* the first segment, then nothing */
+    bl_start(t, (const char *[]){"-s", "4096", NULL});
+    unsetenv("BQ_FAULT_FALLOCATE_FAIL_AFTER");
+    for (int i = 0; i < 500; i++) {
+        snprintf(c, sizeof c, "put 0 0 100 %zu\r\n", strlen(body));
+        bqt_sends(t->fd, c);
+        bqt_sends(t->fd, body);
+        bqt_sends(t->fd, "\r\n");
+        char *line = bqt_read_line(t->fd, BQT_DEADLINE_MS);
+        assert_non_null(line);
+        bool oom = strcmp(line, "OUT_OF_MEMORY\r\n") == 0;
+        if (!oom)
+            last = strtoull(line + 9, NULL, 10);
+        free(line);
+        if (oom)
+            break;
+    }
+    assert_true(last >= 1);
+    char again[160];
+    snprintf(again, sizeof again, "put 0 0 100 %zu\r\n%s\r\n", strlen(body), body);
+    cmd(t->fd, again, "OUT_OF_MEMORY\r\n");
+    for (unsigned long long id = 1; id <= last; id++) {
+        snprintf(c, sizeof c, "delete %llu\r\n", id);
+        cmd(t->fd, c, "DELETED\r\n");
+    }
+    bl_stop(t);
+    bl_start(t, NULL);
+    assert_int_equal(stat_of(t->fd, "current-jobs-ready"), 0);
+    snprintf(c, sizeof c, "peek %llu\r\n", last);
+    cmd(t->fd, c, "NOT_FOUND\r\n");
+    assert_true(put(t->fd, "0 0 100", "x") > last);
+}
+
+typedef struct synced_wait {
+    const char *path;
+    unsigned long long lsn;
+} synced_wait_t;
+
+/* True once the sync log shows an fsync covering w->lsn. */
+static bool synced_up_to(void *arg)
+{
+    const synced_wait_t *w = arg;
+    unsigned long long seq, off, lsn;
+    for (const char *p = read_text(w->path); p && *p; p = strchr(p, '\n')) {
+        p += *p == '\n';
+        if (sscanf(p, "%llu %llu %llu", &seq, &off, &lsn) == 3 && lsn >= w->lsn)
+            return true;
+    }
+    return false;
+}
+
+/* -f MS is a true bound: the timer syncs a change with no later traffic.
+ * In a fresh directory, LSNs count the records written. */
+static void fsync_timer_needs_no_more_traffic(void **state)
+{
+    bl_t *t = *state;
+    setenv("BQ_TEST_SYNC_LOG", t->synclog, 1);
+    bl_start(t, (const char *[]){"-f", "200", NULL});
+    unsetenv("BQ_TEST_SYNC_LOG");
+    put(t->fd, "0 0 100", "x");
+    synced_wait_t w = {t->synclog, (unsigned long long)stat_of(t->fd, "binlog-records-written")};
+    assert_true(bqt_wait_until(synced_up_to, &w, 5000));
+    put(t->fd, "0 0 100", "y");
+    w.lsn = (unsigned long long)stat_of(t->fd, "binlog-records-written");
+    assert_true(bqt_wait_until(synced_up_to, &w, 5000));
+}
+
+typedef struct compacted {
+    bl_t *t;
+    long long bytes;
+} compacted_t;
+
+static bool is_compacted(void *arg)
+{
+    compacted_t *w = arg;
+    long long bytes;
+    int n = segments(w->t->dir, &bytes);
+    w->bytes = bytes;
+    return n <= 3 && stat_of(w->t->fd, "binlog-oldest-index") > 1;
+}
+
+/* Upstream issue 622: release-with-delay churn of one job, with an old
+ * buried job pinning the first segment, must not grow the log. */
+static void log_stays_bounded_under_churn(void **state)
+{
+    bl_t *t = *state;
+    char c[128];
+    bl_start(t, (const char *[]){"-s", "4096", NULL});
+    assert_int_equal(put(t->fd, "0 0 100", "pinned"), 1);
+    cmd(t->fd, "reserve\r\n", "RESERVED 1 6\r\npinned\r\n");
+    cmd(t->fd, "bury 1 0\r\n", "BURIED\r\n");
+    assert_int_equal(put(t->fd, "0 0 100", "churn"), 2);
+    long long peak = 0, bytes;
+    for (int i = 0; i < 1500; i++) {
+        snprintf(c, sizeof c, "reserve-job 2\r\nrelease 2 0 100\r\n");
+        cmd(t->fd, c, "RESERVED 2 5\r\nchurn\r\nRELEASED\r\n");
+        segments(t->dir, &bytes);
+        peak = bytes > peak ? bytes : peak;
+    }
+    compacted_t w = {t, 0};
+    assert_true(bqt_wait_until(is_compacted, &w, 5000));
+    /* 1500 releases wrote ~100 KiB of records; about 9 KiB stay. */
+    assert_true(peak < 32 * 1024);
+    assert_true(stat_of(t->fd, "binlog-records-migrated") >= 1);
+    bl_stop(t);
+    bl_start(t, NULL);
+    expect_job_stat(t->fd, 1, "state", "buried");
+    expect_job_stat(t->fd, 2, "state", "delayed");
+    expect_job_stat(t->fd, 2, "releases", "1500");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        BL_TEST(binlog_empty_exit),
+        BL_TEST(binlog_bury),
+        BL_TEST(binlog_basic),
+        BL_TEST(binlog_size_limit),
+        BL_TEST(binlog_allocation),
+        BL_TEST(binlog_read),
+        BL_TEST(restart_after_sigterm_keeps_every_state),
+        BL_TEST(acked_puts_survive_kill9_under_f0),
+        BL_TEST(power_loss_keeps_acked_puts_under_f0),
+        BL_TEST(stats_report_the_binlog),
+        BL_TEST(stats_without_binlog_are_zero),
+        BL_TEST(locked_dir_exits_10),
+        BL_TEST(beanstalkd_files_are_refused),
+        BL_TEST(disk_full_refuses_puts_keeps_deletes),
+        BL_TEST(fsync_timer_needs_no_more_traffic),
+        BL_TEST(log_stays_bounded_under_churn),
+    };
+    if (getenv("BQT_FILTER")) /* e.g. BQT_FILTER='power*' */
+        cmocka_set_test_filter(getenv("BQT_FILTER"));
+    return cmocka_run_group_tests_name("binlog_basic", tests, NULL, NULL);
+}
