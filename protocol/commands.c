@@ -139,11 +139,13 @@ static void cmd_release(bq_engine_t *e, bq_client_t *c, const bq_cmd_t *cmd, bq_
     j->pri = cmd->pri;
     j->delay = cmd->delay;
     j->releases++;
-    if (cmd->delay)
+    if (cmd->delay) {
         bq__job_delay(e, j, now); /* cannot fail: room reserved */
-    else
+        bq__log_update(e, j, now);
+    } else {
+        bq__log_update(e, j, now); /* as ready, before a waiter may get it */
         bq__job_ready(e, j, now);
-    bq__log_update(e, j, now);
+    }
     BQ_SEND(e, c, "RELEASED\r\n");
 }
 
@@ -184,8 +186,9 @@ static void kick_one(bq_engine_t *e, bq_job_t *j, bq_now_t now)
 {
     bq__job_unlink(e, NULL, j);
     j->kicks++;
-    bq__job_ready(e, j, now);
+    j->state = BQ_JOB_READY; /* logged as ready before a waiter may get it */
     bq__log_update(e, j, now);
+    bq__job_ready(e, j, now);
 }
 
 static void cmd_kick(bq_engine_t *e, bq_client_t *c, const bq_cmd_t *cmd, bq_now_t now)

@@ -154,6 +154,11 @@ void bq_engine_put_abort(bq_engine_t *e, bq_job_t *job);
 
 /* ---- the binlog side (see docs/binlog.md) ---- */
 
+/* Largest packed delete record: room kept per live job so deletes always fit. */
+#define BQ_LOG_DELETE_MAX 16
+/* Job-table slots one bq_engine_file_jobs() call looks at. */
+#define BQ_FILE_SCAN_SLOTS 65536
+
 /* Errors of bq_engine_apply(). */
 #define BQ_EBADRECORD (-1) /* not a valid record */
 #define BQ_ENOMEM (-2)
@@ -174,8 +179,9 @@ void bq_engine_log_checkpoint(bq_engine_t *e, bq_now_t now);
 int bq_engine_relog_job(bq_engine_t *e, uint64_t id, bq_now_t now);
 
 /* Collects up to max ids of jobs whose full record is in segment `file`,
- * scanning the job table from *cursor (start at 0); returns how many were
- * found. The scan is over when *cursor reaches bq_engine_scan_end(). */
+ * scanning at most BQ_FILE_SCAN_SLOTS slots of the job table from *cursor
+ * (start at 0), so one call stays short; returns how many were found. The
+ * scan is over when *cursor reaches bq_engine_scan_end(). */
 size_t bq_engine_file_jobs(const bq_engine_t *e, uint32_t file, size_t *cursor, uint64_t *ids,
                            size_t max);
 

@@ -262,7 +262,6 @@ void bq__sendf(bq_engine_t *e, bq_client_t *c, const char *fmt, ...)
 #define BQ_ID_BLOCK 100000
 /* Upper bounds of packed records (payload only), for log_room. */
 #define BQ_LOG_UPDATE_MAX 96
-#define BQ_LOG_DELETE_MAX 16
 #define BQ_LOG_IDS_MAX 16
 /* Bound of j's full record. */
 size_t bq__log_full_max(const bq_job_t *j);

@@ -95,10 +95,13 @@ void bq_engine_put_finish(bq_engine_t *e, bq_client_t *c, bq_job_t *j, bq_now_t 
     t->total_jobs_ct++;
     e->live_log_bytes += bq__log_full_max(j);
     uint64_t id = j->id;
-    if (j->delay)
+    if (j->delay) {
         bq__job_delay(e, j, now); /* cannot fail: room reserved */
-    else
+        bq__log_full(e, j, now);
+    } else {
+        /* Logged (as ready) before a waiting client may be handed the job. */
+        bq__log_full(e, j, now);
         bq__job_ready(e, j, now);
-    bq__log_full(e, j, now);
+    }
     bq__sendf(e, c, "INSERTED %" PRIu64 "\r\n", id);
 }

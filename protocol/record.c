@@ -191,7 +191,13 @@ size_t bq_engine_file_jobs(const bq_engine_t *e, uint32_t file, size_t *cursor, 
                            size_t max)
 {
     size_t n = 0;
-    for (; *cursor < e->jobs.cap && n < max; ++*cursor) {
+    if (*cursor >= e->jobs.cap) { /* the table shrank since the last call */
+        *cursor = e->jobs.cap;
+        return 0;
+    }
+    size_t end = e->jobs.cap - *cursor > BQ_FILE_SCAN_SLOTS ? *cursor + BQ_FILE_SCAN_SLOTS
+                                                            : e->jobs.cap;
+    for (; *cursor < end && n < max; ++*cursor) {
         const bq_job_t *j = e->jobs.slots[*cursor];
         if (j && j->file == (file & ((1u << 29) - 1)))
             ids[n++] = j->id;
