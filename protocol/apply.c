@@ -45,7 +45,7 @@ static void link_status(bq_engine_t *e, bq_job_t *j, const Bq__Log__JobStatus *s
     j->buries = st->buries;
     j->kicks = st->kicks;
     if (st->state == BQ__LOG__JOB_STATE__DELAYED)
-        bq__job_delay_until(e, j, now.mono + (st->deadline_wall - now.wall));
+        bq__job_delay_until(e, j, bq__clock_convert(st->deadline_wall, now.wall, now.mono));
     else if (st->state == BQ__LOG__JOB_STATE__BURIED)
         bq__job_bury_at(e, j, st->bury_seq);
     else
@@ -136,7 +136,7 @@ static int apply_pause(bq_engine_t *e, const Bq__Log__TubePause *p, bq_now_t now
         return BQ_ENOMEM;
     bool was_paused = bq__tube_paused(t);
     t->pause_ns = p->pause_ns;
-    t->unpause_at = now.mono + (p->unpause_wall - now.wall);
+    t->unpause_at = bq__clock_convert(p->unpause_wall, now.wall, now.mono);
     if (!was_paused)
         bq__tube_pause_changed(t);
     bq__tube_timer_update(e, t);

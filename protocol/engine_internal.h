@@ -138,6 +138,24 @@ struct bq_engine {
     uint64_t total_conns, producers, workers, waiting_ct;
 };
 
+/* a + b and a - b, clamped to the int64_t range: times from records and
+ * clocks are untrusted, and converting between clocks must not overflow. */
+static inline int64_t bq__add_sat(int64_t a, int64_t b)
+{
+    int64_t r;
+    return __builtin_add_overflow(a, b, &r) ? (b > 0 ? INT64_MAX : INT64_MIN) : r;
+}
+static inline int64_t bq__sub_sat(int64_t a, int64_t b)
+{
+    int64_t r;
+    return __builtin_sub_overflow(a, b, &r) ? (b < 0 ? INT64_MAX : INT64_MIN) : r;
+}
+/* Converts a time on one clock to another: to_now + (t - from_now). */
+static inline int64_t bq__clock_convert(int64_t t, int64_t from_now, int64_t to_now)
+{
+    return bq__add_sat(to_now, bq__sub_sat(t, from_now));
+}
+
 /* ---- jobtab.c: jobs by id ---- */
 
 /* Finds the live job with this id, or NULL. */

@@ -68,7 +68,7 @@ static void fill_status(Bq__Log__JobStatus *st, const bq_job_t *j, bq_now_t now)
     st->kicks = j->kicks;
     if (j->state == BQ_JOB_DELAYED) {
         st->state = BQ__LOG__JOB_STATE__DELAYED;
-        st->deadline_wall = now.wall + (j->key - now.mono);
+        st->deadline_wall = bq__clock_convert(j->key, now.mono, now.wall);
     } else if (j->state == BQ_JOB_BURIED) {
         st->state = BQ__LOG__JOB_STATE__BURIED;
         st->bury_seq = (uint64_t)j->key;
@@ -136,7 +136,7 @@ void bq__log_pause(bq_engine_t *e, const bq_tube_t *t, bq_now_t now)
     Bq__Log__Record r = BQ__LOG__RECORD__INIT;
     p.tube = (char *)t->name;
     p.pause_ns = t->pause_ns;
-    p.unpause_wall = now.wall + (t->unpause_at - now.mono);
+    p.unpause_wall = bq__clock_convert(t->unpause_at, now.mono, now.wall);
     r.kind_case = BQ__LOG__RECORD__KIND_PAUSE;
     r.pause = &p;
     bq_log_entry_t entry = {0};

@@ -90,7 +90,7 @@ void bq__stats_tube(bq_engine_t *e, bq_client_t *c, const bq_tube_t *t, bq_now_t
 {
     int64_t left = 0;
     if (bq__tube_paused(t))
-        left = (t->unpause_at - now.mono) / BQ_NS_PER_S;
+        left = bq__sub_sat(t->unpause_at, now.mono) / BQ_NS_PER_S;
     char buf[1024];
     int n = snprintf(
         buf, sizeof buf,
@@ -125,7 +125,7 @@ void bq__stats_job(bq_engine_t *e, bq_client_t *c, const bq_job_t *j, bq_now_t n
 {
     int64_t left = 0;
     if (j->state == BQ_JOB_RESERVED || j->state == BQ_JOB_DELAYED)
-        left = (j->key - now.mono) / BQ_NS_PER_S;
+        left = bq__sub_sat(j->key, now.mono) / BQ_NS_PER_S;
     char buf[1024];
     int n = snprintf(buf, sizeof buf,
                      "---\nid: %" PRIu64 "\ntube: \"%s\"\nstate: %s\npri: %" PRIu32
@@ -134,7 +134,7 @@ void bq__stats_job(bq_engine_t *e, bq_client_t *c, const bq_job_t *j, bq_now_t n
                      "\ntimeouts: %" PRIu32 "\nreleases: %" PRIu32 "\nburies: %" PRIu32
                      "\nkicks: %" PRIu32 "\n",
                      j->id, j->tube->name, state_name(j), j->pri,
-                     (now.wall - j->created_wall) / BQ_NS_PER_S, j->delay, j->ttr, left,
+                     bq__sub_sat(now.wall, j->created_wall) / BQ_NS_PER_S, j->delay, j->ttr, left,
                      (uint32_t)j->file,
                      j->reserves, j->timeouts, j->releases, j->buries, j->kicks);
     send_formatted(e, c, buf, sizeof buf, n);
