@@ -377,7 +377,7 @@ static void puts_then_crash(bl_t *t, unsigned long long acked[CRASH_CONNS][CRASH
         fds[c] = bqt_client(&t->srv);
         for (int k = 0; k < CRASH_PUTS; k++) {
             snprintf(buf, sizeof buf, "body-%d-%d", c, k);
-            char line[160];
+            char line[sizeof buf + 64];
             snprintf(line, sizeof line, "put 0 0 100 %zu\r\n%s\r\n", strlen(buf), buf);
             bqt_sends(fds[c], line);
         }
