@@ -14,11 +14,61 @@
 
 #include "proto/binlog.pb-c.h"
 
+/* Ids, id reservations and bury sequence numbers from records must stay
+ * below this, so that counting up from them can never wrap. */
+#define ID_MAX ((uint64_t)INT64_MAX)
+
 static bool status_valid(const Bq__Log__JobStatus *st)
 {
-    return st && (st->state == BQ__LOG__JOB_STATE__READY ||
-                  st->state == BQ__LOG__JOB_STATE__DELAYED ||
-                  st->state == BQ__LOG__JOB_STATE__BURIED);
+    return st && st->bury_seq <= ID_MAX &&
+           (st->state == BQ__LOG__JOB_STATE__READY || st->state == BQ__LOG__JOB_STATE__DELAYED ||
+            st->state == BQ__LOG__JOB_STATE__BURIED);
+}
+
+/* Pauses t as a pause record said: length pause_ns, ending at unpause_at. */
+static void pause_tube(bq_engine_t *e, bq_tube_t *t, int64_t pause_ns, int64_t unpause_at)
+{
+    bool was_paused = bq__tube_paused(t);
+    t->pause_ns = pause_ns;
+    t->unpause_at = unpause_at;
+    if (!was_paused)
+        bq__tube_pause_changed(t);
+    bq__tube_timer_update(e, t);
+}
+
+/* Finds the pending pause of name[0..len), dropping those that ended. */
+static bq_pending_pause_t *pending_pause(bq_engine_t *e, const char *name, size_t len,
+                                         bq_now_t now)
+{
+    bq_pending_pause_t *found = NULL;
+    for (size_t i = 0; i < e->npending_pauses;) {
+        bq_pending_pause_t *p = &e->pending_pauses[i];
+        if (p->unpause_at <= now.mono) {
+            *p = e->pending_pauses[--e->npending_pauses];
+            continue;
+        }
+        if (p->name_len == len && memcmp(p->name, name, len) == 0)
+            found = p;
+        i++;
+    }
+    return found;
+}
+
+/* The tube named name for a job being applied: created if needed, then
+ * paused if a pause for it was applied before it existed. */
+static bq_tube_t *job_tube(bq_engine_t *e, const char *name, bq_now_t now)
+{
+    size_t len = strlen(name);
+    bq_tube_t *t = bq__tube_find(e, name, len);
+    if (t)
+        return t;
+    t = bq__tube_get(e, name, len);
+    bq_pending_pause_t *p = t ? pending_pause(e, name, len, now) : NULL;
+    if (p) {
+        pause_tube(e, t, p->pause_ns, p->unpause_at);
+        *p = e->pending_pauses[--e->npending_pauses];
+    }
+    return t;
 }
 
 /* Makes room for j to enter the state st says; 0 or BQ_ENOMEM. */
@@ -52,7 +102,7 @@ static void link_status(bq_engine_t *e, bq_job_t *j, const Bq__Log__JobStatus *s
         bq__job_ready_insert(e, j);
 }
 
-/* Removes an existing job for good (a full record replaces it). */
+/* Removes an existing job for good (a delete record). */
 static void drop_job(bq_engine_t *e, bq_job_t *j)
 {
     bq__job_unlink(e, NULL, j);
@@ -60,25 +110,19 @@ static void drop_job(bq_engine_t *e, bq_job_t *j)
     bq__job_destroy(e, j);
 }
 
-static int apply_full(bq_engine_t *e, const Bq__Log__JobFull *f, uint32_t file, bq_now_t now)
+/* A new job from a full record, with room for it everywhere; NULL (nothing
+ * changed but possibly a new empty tube, released) when out of memory. */
+static bq_job_t *new_job(bq_engine_t *e, const Bq__Log__JobFull *f, bq_now_t now)
 {
-    if (!f->id || !f->tube || !bq_tube_name_valid(f->tube, strlen(f->tube)) ||
-        !status_valid(f->status) || f->body.len > BQ_MAX_JOB_SIZE_LIMIT)
-        return BQ_EBADRECORD;
-    bq_job_t *old = bq__jobtab_find(&e->jobs, f->id);
-    if (old && old->state == BQ_JOB_RESERVED)
-        return BQ_EBADRECORD;
-    if (old)
-        drop_job(e, old);
-    bq_tube_t *t = bq__tube_get(e, f->tube, strlen(f->tube));
+    bq_tube_t *t = job_tube(e, f->tube, now);
     if (!t)
-        return BQ_ENOMEM;
+        return NULL;
     bq_job_t *j = malloc(sizeof *j + f->body.len + 2);
     if (!j || bq__jobtab_reserve(&e->jobs) != 0 ||
         bq_heap_reserve(&t->ready, bq__tube_jobs(t) + 1) != 0 || reserve_for(t, f->status)) {
         free(j);
         bq__tube_release(e, t);
-        return BQ_ENOMEM;
+        return NULL;
     }
     memset(j, 0, sizeof *j);
     j->id = f->id;
@@ -86,14 +130,41 @@ static int apply_full(bq_engine_t *e, const Bq__Log__JobFull *f, uint32_t file, 
     j->ttr = f->ttr ? f->ttr : 1;
     j->created_wall = f->created_wall;
     j->body_size = (uint32_t)f->body.len + 2;
-    memcpy(j->body, f->body.data, f->body.len);
+    if (f->body.len) /* protobuf-c leaves an empty body's data NULL */
+        memcpy(j->body, f->body.data, f->body.len);
     memcpy(j->body + f->body.len, "\r\n", 2);
+    return j;
+}
+
+static int apply_full(bq_engine_t *e, const Bq__Log__JobFull *f, uint32_t file, bq_now_t now)
+{
+    if (!f->id || f->id > ID_MAX || !f->tube || !bq_tube_name_valid(f->tube, strlen(f->tube)) ||
+        !status_valid(f->status) || f->body.len > BQ_MAX_JOB_SIZE_LIMIT)
+        return BQ_EBADRECORD;
+    bq_job_t *old = bq__jobtab_find(&e->jobs, f->id);
+    if (old && old->state == BQ_JOB_RESERVED)
+        return BQ_EBADRECORD;
+    bq_job_t *j = new_job(e, f, now);
+    if (!j)
+        return BQ_ENOMEM;
+    if (old) {
+        /* Replace the old job without freeing its tube first: the tube and
+         * its pause must survive when this was its only job. */
+        bq__job_unlink(e, NULL, old);
+        bq__jobtab_remove(&e->jobs, old);
+        e->live_log_bytes -= bq__log_full_max(old);
+    }
     j->file = file;
     bq__jobtab_insert(&e->jobs, j);
     if (j->id >= e->next_id)
         e->next_id = j->id + 1;
     e->live_log_bytes += bq__log_full_max(j);
     link_status(e, j, f->status, now);
+    if (old) {
+        bq_tube_t *ot = old->tube;
+        free(old);
+        bq__tube_release(e, ot);
+    }
     return 0;
 }
 
@@ -125,22 +196,38 @@ static int apply_delete(bq_engine_t *e, const Bq__Log__JobDelete *d)
     return 0;
 }
 
+/* Remembers a pause of a tube that does not exist (yet); 0 or BQ_ENOMEM. */
+static int add_pending_pause(bq_engine_t *e, const char *name, size_t len, int64_t pause_ns,
+                             int64_t unpause_at, bq_now_t now)
+{
+    bq_pending_pause_t *p = pending_pause(e, name, len, now);
+    if (!p) {
+        p = realloc(e->pending_pauses, (e->npending_pauses + 1) * sizeof *p);
+        if (!p)
+            return BQ_ENOMEM;
+        e->pending_pauses = p;
+        p += e->npending_pauses++;
+        memcpy(p->name, name, len);
+        p->name[len] = '\0';
+        p->name_len = len;
+    }
+    p->pause_ns = pause_ns;
+    p->unpause_at = unpause_at;
+    return 0;
+}
+
 static int apply_pause(bq_engine_t *e, const Bq__Log__TubePause *p, bq_now_t now)
 {
-    if (!p->tube || !bq_tube_name_valid(p->tube, strlen(p->tube)) || p->pause_ns <= 0)
+    size_t len = p->tube ? strlen(p->tube) : 0;
+    if (!p->tube || !bq_tube_name_valid(p->tube, len) || p->pause_ns <= 0)
         return BQ_EBADRECORD;
     if (p->unpause_wall <= now.wall)
         return 0; /* the pause is over */
-    bq_tube_t *t = bq__tube_get(e, p->tube, strlen(p->tube));
-    if (!t)
-        return BQ_ENOMEM;
-    bool was_paused = bq__tube_paused(t);
-    t->pause_ns = p->pause_ns;
-    t->unpause_at = bq__clock_convert(p->unpause_wall, now.wall, now.mono);
-    if (!was_paused)
-        bq__tube_pause_changed(t);
-    bq__tube_timer_update(e, t);
-    bq__tube_release(e, t); /* a pause alone does not keep a tube alive */
+    int64_t unpause_at = bq__clock_convert(p->unpause_wall, now.wall, now.mono);
+    bq_tube_t *t = bq__tube_find(e, p->tube, len);
+    if (!t) /* its jobs may follow (moved by compaction after the checkpoint) */
+        return add_pending_pause(e, p->tube, len, p->pause_ns, unpause_at, now);
+    pause_tube(e, t, p->pause_ns, unpause_at);
     return 0;
 }
 
@@ -165,9 +252,9 @@ int bq_engine_apply(bq_engine_t *e, const uint8_t *data, size_t len, uint32_t fi
         rc = apply_pause(e, r->pause, now);
         break;
     case BQ__LOG__RECORD__KIND_IDS:
-        if (r->ids->next > e->next_id)
+        rc = r->ids->next > ID_MAX ? BQ_EBADRECORD : 0;
+        if (rc == 0 && r->ids->next > e->next_id)
             e->next_id = r->ids->next;
-        rc = 0;
         break;
     default:
         rc = BQ_EBADRECORD; /* no kind, or one this version does not know */

@@ -51,6 +51,7 @@ void bq_engine_free(bq_engine_t *e)
     }
     bq__jobtab_free(&e->jobs);
     free(e->logbuf);
+    free(e->pending_pauses);
     bq_heap_free(&e->delay_timers);
     bq_heap_free(&e->pause_timers);
     bq_heap_free(&e->client_timers);

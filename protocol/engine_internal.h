@@ -104,6 +104,16 @@ struct bq_client {
     bool producer, worker, waiting, halfclosed;
 };
 
+/* A pause replayed before its tube exists (a segment's checkpoint comes
+ * before the jobs that compaction moved into it): applied when the tube
+ * appears, dropped once it would have ended. */
+typedef struct bq_pending_pause {
+    int64_t pause_ns;
+    int64_t unpause_at; /* mono ns */
+    size_t name_len;
+    char name[BQ_NAME_MAX + 1];
+} bq_pending_pause_t;
+
 typedef struct bq_jobtab {
     bq_job_t **slots; /* open addressing, linear probing, power-of-two size */
     size_t cap, len;
@@ -119,6 +129,8 @@ struct bq_engine {
     uint64_t live_log_bytes;
     uint8_t *logbuf;    /* scratch for packing records */
     size_t logcap;
+    bq_pending_pause_t *pending_pauses; /* apply: pauses of tubes not there yet */
+    size_t npending_pauses;
     uint64_t bury_seq;
     bq_jobtab_t jobs;
     bq_tube_t **tube_hash;  /* chained by name */
