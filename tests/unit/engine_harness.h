@@ -12,6 +12,11 @@
  * and positions, the per-client ready-tube heaps, waiting sets, timer queues
  * and the id table. By default it runs after every command and tick.
  *
+ * h_new_logged() turns the engine's binlog hooks on: the fake log grants
+ * room on demand and keeps a copy of every record. h_dump() prints the
+ * engine's state as text, whole or only its durable part, for comparing two
+ * engines or one engine before and after a step.
+ *
  * Header-only (static functions) so that tests/unit/CMakeLists.txt, which
  * builds each test_*.c on its own, needs no change. Include after
  * <stdarg.h>, <stddef.h>, <setjmp.h> and <cmocka.h>. */
@@ -68,6 +73,7 @@ struct harness {
     unsigned ncommands; /* calls of the command hook */
     bq_op_t last_op;
     bool auto_check; /* run h_check() after every command and tick */
+    struct h_log *log; /* binlog hooks (h_new_logged), else NULL */
 };
 
 static inline void h_buf_append(char **buf, size_t *len, size_t *cap, const char *d, size_t n)
@@ -130,6 +136,251 @@ static inline harness_t *h_new(uint32_t max_job_size)
     for (int i = 0; i < H_MAX_CONNS; i++)
         h->conns[i].h = h;
     return h;
+}
+
+/* ---- binlog hooks ---- */
+
+/* One record handed to the log hook, with the entry's flags. */
+typedef struct h_record {
+    uint8_t *data;
+    size_t len;
+    uint64_t job_id;
+    uint32_t prev_file;
+    bool full, gone, sync;
+    uint32_t file; /* the segment number the hook returned */
+    size_t room;   /* bytes granted by the log_room call before it, 0 if none */
+} h_record_t;
+
+/* The fake log of h_new_logged(): log_room grants while `grants` allows,
+ * log appends a copy of the record and returns `file`. */
+typedef struct h_log {
+    h_record_t *recs;
+    size_t n, cap;
+    long grants;        /* < 0: always grant; else grant this many more times */
+    uint32_t file;      /* what the log hook returns */
+    unsigned asks;      /* calls of log_room */
+    size_t last_room;   /* bytes of the latest granted log_room, until a record uses it */
+    bool last_is_delete;
+} h_log_t;
+
+static inline bool h_hook_log_room(void *arg, size_t bytes, bool is_delete)
+{
+    h_log_t *l = ((harness_t *)arg)->log;
+    l->asks++;
+    l->last_is_delete = is_delete;
+    if (l->grants == 0)
+        return false;
+    if (l->grants > 0)
+        l->grants--;
+    l->last_room = bytes;
+    return true;
+}
+
+static inline uint32_t h_hook_log(void *arg, const bq_log_entry_t *en)
+{
+    h_log_t *l = ((harness_t *)arg)->log;
+    if (l->n == l->cap) {
+        l->cap = l->cap ? l->cap * 2 : 64;
+        l->recs = realloc(l->recs, l->cap * sizeof *l->recs);
+        assert_non_null(l->recs);
+    }
+    h_record_t *r = &l->recs[l->n++];
+    r->data = malloc(en->len ? en->len : 1);
+    assert_non_null(r->data);
+    memcpy(r->data, en->data, en->len);
+    r->len = en->len;
+    r->job_id = en->job_id;
+    r->prev_file = en->prev_file;
+    r->full = en->full;
+    r->gone = en->gone;
+    r->sync = en->sync;
+    r->file = l->file;
+    r->room = l->last_room;
+    l->last_room = 0;
+    return l->file;
+}
+
+/* Forgets every collected record. */
+static inline void h_log_clear(h_log_t *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->recs[i].data);
+    l->n = 0;
+}
+
+/* A new engine like h_new() with the log hooks on (binlog enabled): every
+ * room request is granted and records go to segment 1 until the test
+ * changes h->log->grants or h->log->file. */
+static inline harness_t *h_new_logged(uint32_t max_job_size)
+{
+    harness_t *h = h_new(max_job_size);
+    bq_engine_free(h->e);
+    h->log = calloc(1, sizeof *h->log);
+    assert_non_null(h->log);
+    h->log->grants = -1;
+    h->log->file = 1;
+    bq_engine_hooks_t hooks = {.send = h_hook_send,
+                               .wake = h_hook_wake,
+                               .server_info = h_hook_info,
+                               .command = h_hook_command,
+                               .log_room = h_hook_log_room,
+                               .log = h_hook_log,
+                               .arg = h};
+    bq_engine_config_t cfg = {max_job_size ? max_job_size : BQ_MAX_JOB_SIZE_DEFAULT};
+    h->e = bq_engine_new(&cfg, &hooks);
+    assert_non_null(h->e);
+    return h;
+}
+
+/* ---- state dumps ---- */
+
+#define H_DUMP_DURABLE 1     /* what replay must reproduce (see h_dump) */
+#define H_DUMP_NO_RESERVES 2 /* leave out reserves and timeouts, changed without a record */
+#define H_DUMP_NO_IDS 4      /* leave out next_id and id_limit */
+
+static inline int h_cmp_job_id(const void *a, const void *b)
+{
+    const bq_job_t *ja = *(const bq_job_t *const *)a, *jb = *(const bq_job_t *const *)b;
+    return (ja->id > jb->id) - (ja->id < jb->id);
+}
+
+static inline int h_cmp_job_key(const void *a, const void *b)
+{
+    const bq_job_t *ja = *(const bq_job_t *const *)a, *jb = *(const bq_job_t *const *)b;
+    return bq__job_key_less(ja, jb) ? -1 : bq__job_key_less(jb, ja);
+}
+
+static inline int h_cmp_tube_name(const void *a, const void *b)
+{
+    return strcmp((*(const bq_tube_t *const *)a)->name, (*(const bq_tube_t *const *)b)->name);
+}
+
+__attribute__((format(printf, 4, 5))) static inline void h_dumpf(char **buf, size_t *len,
+                                                                 size_t *cap, const char *fmt,
+                                                                 ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    assert_true(n >= 0 && (size_t)n < sizeof line);
+    h_buf_append(buf, len, cap, line, (size_t)n);
+}
+
+/* The wall-clock time of mono time t at h's now, wrapping instead of
+ * overflowing (a fuzzed record may carry any time). */
+static inline int64_t h_wall_of(const harness_t *h, int64_t t)
+{
+    return (int64_t)((uint64_t)h->now.wall + ((uint64_t)t - (uint64_t)h->now.mono));
+}
+
+static inline uint64_t h_fnv(const char *p, size_t n)
+{
+    uint64_t x = UINT64_C(0xcbf29ce484222325);
+    for (size_t i = 0; i < n; i++)
+        x = (x ^ (unsigned char)p[i]) * UINT64_C(0x100000001b3);
+    return x;
+}
+
+static inline void h_dump_job(const harness_t *h, const bq_job_t *j, int flags, char **b,
+                              size_t *len, size_t *cap)
+{
+    static const char *const names[] = {"new", "ready", "reserved", "buried", "delayed"};
+    bool durable = flags & H_DUMP_DURABLE;
+    int st = durable && j->state == BQ_JOB_RESERVED ? BQ_JOB_READY : (int)j->state;
+    h_dumpf(b, len, cap, "job %" PRIu64 " %s %s pri=%" PRIu32 " delay=%" PRIu32 " ttr=%" PRIu32
+            " created=%" PRId64 " body=%" PRIu32 ":%016" PRIx64,
+            j->id, j->tube->name, names[st], j->pri, j->delay, j->ttr, j->created_wall,
+            j->body_size, h_fnv(j->body, j->body_size));
+    if (!(flags & H_DUMP_NO_RESERVES))
+        h_dumpf(b, len, cap, " reserves=%" PRIu32 " timeouts=%" PRIu32, j->reserves, j->timeouts);
+    h_dumpf(b, len, cap, " releases=%" PRIu32 " buries=%" PRIu32 " kicks=%" PRIu32, j->releases,
+            j->buries, j->kicks);
+    if (j->state == BQ_JOB_DELAYED) /* as a wall-clock time: comparable across restarts */
+        h_dumpf(b, len, cap, " deadline_wall=%" PRId64, h_wall_of(h, j->key));
+    if (!durable)
+        h_dumpf(b, len, cap, " key=%" PRId64 " file=%u", j->key, (unsigned)j->file);
+    h_buf_append(b, len, cap, "\n", 1);
+}
+
+static inline void h_dump_tube(const harness_t *h, const bq_tube_t *t, int flags, char **b,
+                               size_t *len, size_t *cap)
+{
+    bool durable = flags & H_DUMP_DURABLE;
+    if (durable && !bq__tube_paused(t) && !t->buried.len)
+        return;
+    h_dumpf(b, len, cap, "tube %s", t->name);
+    if (bq__tube_paused(t))
+        h_dumpf(b, len, cap, " paused=%" PRId64 " unpause_wall=%" PRId64, t->pause_ns,
+                h_wall_of(h, t->unpause_at));
+    if (!durable)
+        h_dumpf(b, len, cap,
+                " total=%" PRIu64 " deleted=%" PRIu64 " pauses=%" PRIu64 " urgent=%" PRIu64
+                " reserved=%" PRIu64 " using=%" PRIu32 " watchers=%zu waiting=%zu",
+                t->total_jobs_ct, t->delete_ct, t->pause_ct, t->urgent_ct, t->reserved_ct,
+                t->using_ct, t->nwatchers, t->nwaiting);
+    /* the buried FIFO, in kick order */
+    const bq_job_t **bj = malloc((t->buried.len + 1) * sizeof *bj);
+    assert_non_null(bj);
+    if (t->buried.len) {
+        memcpy(bj, t->buried.items, t->buried.len * sizeof *bj);
+        qsort(bj, t->buried.len, sizeof *bj, h_cmp_job_key);
+        h_buf_append(b, len, cap, " buried:", 8);
+    }
+    for (size_t i = 0; i < t->buried.len; i++)
+        h_dumpf(b, len, cap, " %" PRIu64, bj[i]->id);
+    free(bj);
+    h_buf_append(b, len, cap, "\n", 1);
+}
+
+/* The engine's state as text (malloc'd; free it): one line per job in id
+ * order, one per tube in name order, then the engine's counters. With
+ * H_DUMP_DURABLE only what a replay must reproduce: reserved jobs show as
+ * ready, no heap keys, segments or tube and engine counters, and only tubes
+ * that are paused or hold buried jobs. Otherwise everything but command
+ * counts and clients, tubes also in list order. Delayed deadlines and pause
+ * ends are shown in wall-clock time at h->now. */
+static inline char *h_dump(const harness_t *h, int flags)
+{
+    const bq_engine_t *e = h->e;
+    char *b = NULL;
+    size_t len = 0, cap = 0;
+    h_buf_append(&b, &len, &cap, "", 0);
+    const bq_job_t **jobs = malloc((e->jobs.len + 1) * sizeof *jobs);
+    assert_non_null(jobs);
+    size_t n = 0;
+    for (size_t i = 0; i < e->jobs.cap; i++) {
+        if (e->jobs.slots[i])
+            jobs[n++] = e->jobs.slots[i];
+    }
+    assert_int_equal(n, e->jobs.len);
+    qsort(jobs, n, sizeof *jobs, h_cmp_job_id);
+    for (size_t i = 0; i < n; i++)
+        h_dump_job(h, jobs[i], flags, &b, &len, &cap);
+    free(jobs);
+    const bq_tube_t **tubes = malloc((e->ntubes + 1) * sizeof *tubes);
+    assert_non_null(tubes);
+    memcpy(tubes, e->tubes, e->ntubes * sizeof *tubes);
+    qsort(tubes, e->ntubes, sizeof *tubes, h_cmp_tube_name);
+    for (size_t i = 0; i < e->ntubes; i++)
+        h_dump_tube(h, tubes[i], flags, &b, &len, &cap);
+    free(tubes);
+    if (flags & H_DUMP_DURABLE)
+        return b;
+    h_buf_append(&b, &len, &cap, "list-tubes:", 11);
+    for (size_t i = 0; i < e->ntubes; i++)
+        h_dumpf(&b, &len, &cap, " %s", e->tubes[i]->name);
+    if (!(flags & H_DUMP_NO_IDS))
+        h_dumpf(&b, &len, &cap, "\nnext_id=%" PRIu64 " id_limit=%" PRIu64, e->next_id,
+                e->id_limit);
+    h_dumpf(&b, &len, &cap,
+            "\nbury_seq=%" PRIu64 " live_log_bytes=%" PRIu64 " ready=%" PRIu64 " urgent=%" PRIu64
+            " reserved=%" PRIu64 " delayed=%" PRIu64 " buried=%" PRIu64 " timeouts=%" PRIu64
+            " total_jobs=%" PRIu64 " draining=%d\n",
+            e->bury_seq, e->live_log_bytes, e->ready_ct, e->urgent_ct, e->reserved_ct,
+            e->delayed_ct, e->buried_ct, e->timeout_ct, e->total_jobs_ct, e->draining);
+    return b;
 }
 
 /* ---- invariants ---- */
@@ -683,6 +934,11 @@ static inline void h_done(harness_t *h)
     for (int i = 0; i < H_MAX_CONNS; i++) {
         free(h->conns[i].out);
         free(h->conns[i].in);
+    }
+    if (h->log) {
+        h_log_clear(h->log);
+        free(h->log->recs);
+        free(h->log);
     }
     free(h);
 }
