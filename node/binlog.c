@@ -107,6 +107,11 @@ static bool failing(const bq_binlog_t *b)
     return b->write_failed || b->sync_failed;
 }
 
+bool bq_binlog_failing(const bq_binlog_t *b)
+{
+    return failing(b);
+}
+
 static seg_t *current(bq_binlog_t *b)
 {
     return &b->segs[b->nsegs - 1];

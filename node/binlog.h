@@ -62,6 +62,9 @@ uint64_t bq_binlog_last_lsn(const bq_binlog_t *b);
 /* The highest LSN whose replies may be sent now. */
 uint64_t bq_binlog_release_lsn(const bq_binlog_t *b);
 
+/* True while a write or fsync has failed and is being retried. */
+bool bq_binlog_failing(const bq_binlog_t *b);
+
 /* Adds the binlog figures to a `stats` reply. */
 void bq_binlog_fill_info(const bq_binlog_t *b, bq_server_info_t *info);
 

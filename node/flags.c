@@ -4,7 +4,8 @@
  * element that is not a flag group (including a bare "-") is an error.
  * Sizes are read like sscanf("%zu%c"): digits only, nothing after them.
  * Long options map onto the same short flags: --port=11300, --port 11300;
- * a few exist only as long options (switches with no short flag). */
+ * a few exist only as long options (switches, and --import-beanstalkd DIR,
+ * with no short flag). */
 #include "flags.h"
 
 #include <stddef.h>
@@ -24,6 +25,17 @@ static const long_opt_t long_opts[] = {
     {"binlog-dir", 'b', 0},   {"binlog-size", 's', 0},
     {"fsync-ms", 'f', 0},     {"no-fsync", 'F', 0},
     {"max-job-size", 'z', 0}, {"binlog-skip-corrupt", 0, offsetof(bq_flags_t, skip_corrupt)},
+    {"import-accept-prefix", 0, offsetof(bq_flags_t, import_accept_prefix)},
+};
+
+/* Long-only options that take an argument (a string in bq_flags_t). */
+typedef struct long_arg {
+    const char *name;
+    size_t off; /* offset of its `const char *` in bq_flags_t */
+} long_arg_t;
+
+static const long_arg_t long_args[] = {
+    {"import-beanstalkd", offsetof(bq_flags_t, import_dir)},
 };
 
 static const char *const warning_texts[] = {
@@ -124,6 +136,15 @@ static bq_flags_action_t parse_long(bq_flags_t *f, int argc, char *const *argv, 
     const char *eq = strchr(opt, '=');
     size_t len = eq ? (size_t)(eq - opt) : strlen(opt);
 
+    for (size_t k = 0; k < sizeof long_args / sizeof long_args[0]; k++) {
+        const long_arg_t *la = &long_args[k];
+        if (strlen(la->name) != len || memcmp(la->name, opt, len) != 0)
+            continue;
+        if (!eq && *i + 1 >= argc)
+            return fail(f, "flag requires an argument", argv[*i]);
+        *(const char **)((char *)f + la->off) = eq ? eq + 1 : argv[++*i];
+        return BQ_FLAGS_RUN;
+    }
     for (size_t k = 0; k < sizeof long_opts / sizeof long_opts[0]; k++) {
         const long_opt_t *lo = &long_opts[k];
         if (strlen(lo->name) != len || memcmp(lo->name, opt, len) != 0)
@@ -180,6 +201,18 @@ static void set_defaults(bq_flags_t *f)
     f->fsync_ms = BQ_FLAGS_DEFAULT_FSYNC_MS;
 }
 
+/* The import options go together, and with -b (the destination). */
+static bq_flags_action_t check_import(bq_flags_t *f)
+{
+    if (f->import_accept_prefix && !f->import_dir)
+        return fail(f, "flag requires --import-beanstalkd", "--import-accept-prefix");
+    if (!f->import_dir)
+        return BQ_FLAGS_RUN;
+    if (!f->binlog_dir)
+        return fail(f, "flag requires -b DIR (the destination)", "--import-beanstalkd");
+    return f->action = BQ_FLAGS_IMPORT;
+}
+
 bq_flags_action_t bq_flags_parse(bq_flags_t *f, int argc, char *const *argv)
 {
     set_defaults(f);
@@ -195,7 +228,7 @@ bq_flags_action_t bq_flags_parse(bq_flags_t *f, int argc, char *const *argv)
         if (r != BQ_FLAGS_RUN)
             return r;
     }
-    return BQ_FLAGS_RUN;
+    return check_import(f);
 }
 
 const char *bq_flags_warning(unsigned bit)
@@ -227,6 +260,12 @@ void bq_flags_usage(FILE *out, const char *prog)
             " --binlog-skip-corrupt\n"
             "          start even if a write-ahead log file is damaged before its\n"
             "          end: the damaged bytes are copied aside and skipped\n"
+            " --import-beanstalkd SRC_DIR\n"
+            "          import the jobs of a beanstalkd binlog directory (binlog.N,\n"
+            "          format 7) into the write-ahead log of -b DIR, then exit\n"
+            " --import-accept-prefix\n"
+            "          with --import-beanstalkd: if SRC_DIR is damaged, import the\n"
+            "          jobs of the records before the damage instead of nothing\n"
             " -v       show version information (--version)\n"
             " -V       increase verbosity (--verbose)\n"
             " -h       show this help (--help)\n",

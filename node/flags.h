@@ -24,6 +24,7 @@ typedef enum bq_flags_action {
     BQ_FLAGS_HELP,    /* -h: print usage, exit 0 */
     BQ_FLAGS_VERSION, /* -v: print the version, exit 0 */
     BQ_FLAGS_USAGE,   /* error: print error and usage to stderr, exit 5 */
+    BQ_FLAGS_IMPORT,  /* --import-beanstalkd: import into -b, then exit */
 } bq_flags_action_t;
 
 /* Warnings raised while parsing (bit set). */
@@ -47,6 +48,8 @@ typedef struct bq_flags {
     bool want_sync;         /* false after -F, true after -f */
     size_t fsync_ms;        /* -f */
     bool skip_corrupt;      /* --binlog-skip-corrupt */
+    const char *import_dir;    /* --import-beanstalkd; NULL when absent */
+    bool import_accept_prefix; /* --import-accept-prefix */
     const char *user;       /* -u; NULL when absent */
     int verbose;            /* number of -V */
 } bq_flags_t;

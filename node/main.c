@@ -1,12 +1,14 @@
 /* beanstalkd-ha's entry point: parses the flags, sets up the process, runs
  * the server and turns start-up failures into beanstalkd's exit codes
  * (5 usage, 111 listen, 50 urandom/uname, 32-34 -u, 10 -b; 1 when binlog
- * replay stops start-up). */
+ * replay stops start-up). With --import-beanstalkd it imports into -b and
+ * exits instead (docs/import-from-beanstalkd.md). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "flags.h"
+#include "import.h"
 #include "log.h"
 #include "process.h"
 #include "server.h"
@@ -18,6 +20,7 @@ static void handle_action(const bq_flags_t *f, const char *prog)
 {
     switch (f->action) {
     case BQ_FLAGS_RUN:
+    case BQ_FLAGS_IMPORT:
         return;
     case BQ_FLAGS_HELP:
         bq_flags_usage(stdout, prog);
@@ -51,24 +54,46 @@ static int init_exit_code(int err)
     }
 }
 
+/* -u: becomes user (if given); 0 or an exit code. */
+static int become_user(const char *user)
+{
+    int r = user ? bq_process_become_user(user) : 0;
+    return r == 0 ? 0 : r == BQ_PROCESS_ELOOKUP ? 32 : r == BQ_PROCESS_ENOUSER ? 33 : 34;
+}
+
 /* -u and -b, after the socket is bound; returns 0 or an exit code. */
 static int drop_privileges_and_open_binlog(const bq_flags_t *f)
 {
-    if (f->user) {
-        int r = bq_process_become_user(f->user);
-        if (r == BQ_PROCESS_ELOOKUP)
-            return 32;
-        if (r == BQ_PROCESS_ENOUSER)
-            return 33;
-        if (r != 0)
-            return 34;
-    }
+    int r = become_user(f->user);
+    if (r != 0)
+        return r;
     if (f->binlog_dir && bq_process_check_dir(f->binlog_dir) != 0)
         return 10;
-    int r = bq_server_start_binlog(&server, f);
+    r = bq_server_start_binlog(&server, f);
     if (r == BQ_SERVER_EREPLAY)
         return 1;
     return r == 0 ? 0 : 10;
+}
+
+/* --import-beanstalkd SRC_DIR -b DIR: 0 once the jobs are in DIR's binlog
+ * and fsynced, 10 when DIR cannot be used, 1 on any other failure. */
+static int run_import(const bq_flags_t *f)
+{
+    bq_binlog_config_t cfg = {
+        .dir = f->binlog_dir,
+        .seg_size = f->binlog_size,
+        .sync = BQ_BINLOG_SYNC_ALWAYS,
+        .skip_corrupt = f->skip_corrupt,
+    };
+    bq_import_options_t opt = {.accept_prefix = f->import_accept_prefix};
+    /* As the server will run: the files it writes must be that user's. */
+    int r = become_user(f->user);
+    if (r != 0)
+        return r;
+    if (bq_process_check_dir(f->binlog_dir) != 0)
+        return 10;
+    r = bq_import_beanstalkd(f->import_dir, &cfg, &opt);
+    return r == 0 ? 0 : r == BQ_IMPORT_EDST ? 10 : 1;
 }
 
 int main(int argc, char **argv)
@@ -80,6 +105,8 @@ int main(int argc, char **argv)
     handle_action(&f, prog);
     bq_log_set_verbosity(f.verbose);
     log_flag_warnings(&f);
+    if (f.action == BQ_FLAGS_IMPORT)
+        return run_import(&f);
     bq_log(BQ_LOG_INFO, "starting", "version=%s pid=%ld", BQ_VERSION, (long)getpid());
     bq_process_raise_nofile();
     if (bq_process_ignore_sigpipe() != 0)

@@ -37,6 +37,8 @@ static void opt_none(void **state)
     assert_int_equal(f.fsync_ms, 50);
     assert_null(f.user);
     assert_null(f.binlog_dir);
+    assert_null(f.import_dir);
+    assert_false(f.import_accept_prefix);
     assert_false(f.skip_corrupt);
     assert_int_equal(f.verbose, 0);
     assert_int_equal(f.warnings, 0);
@@ -328,6 +330,29 @@ static void long_only_switch(void **state)
     assert_false(f.skip_corrupt);
 }
 
+static void import_options(void **state)
+{
+    char *argv[] = {"--import-beanstalkd", "/src", "-b", "/dst", "--import-accept-prefix"};
+    char *eq[] = {"-b/dst", "--import-beanstalkd=/src dir"};
+    char *no_b[] = {"--import-beanstalkd", "/src"};
+    char *missing[] = {"-b", "/dst", "--import-beanstalkd"};
+    char *prefix_alone[] = {"-b", "/dst", "--import-accept-prefix"};
+    (void)state;
+    assert_int_equal(parse(ARGC(argv), argv), BQ_FLAGS_IMPORT);
+    assert_string_equal(f.import_dir, "/src");
+    assert_string_equal(f.binlog_dir, "/dst");
+    assert_true(f.import_accept_prefix);
+    assert_int_equal(parse(ARGC(eq), eq), BQ_FLAGS_IMPORT);
+    assert_string_equal(f.import_dir, "/src dir");
+    assert_false(f.import_accept_prefix);
+    assert_int_equal(parse(ARGC(no_b), no_b), BQ_FLAGS_USAGE);
+    assert_string_equal(f.error, "flag requires -b DIR (the destination): --import-beanstalkd");
+    assert_int_equal(parse(ARGC(missing), missing), BQ_FLAGS_USAGE);
+    assert_string_equal(f.error, "flag requires an argument: --import-beanstalkd");
+    assert_int_equal(parse(ARGC(prefix_alone), prefix_alone), BQ_FLAGS_USAGE);
+    assert_string_equal(f.error, "flag requires --import-beanstalkd: --import-accept-prefix");
+}
+
 static void usage_mentions_every_flag(void **state)
 {
     char buf[4096] = {0};
@@ -342,6 +367,8 @@ static void usage_mentions_every_flag(void **state)
         assert_non_null(strstr(buf, flag));
     }
     assert_non_null(strstr(buf, "--binlog-skip-corrupt"));
+    assert_non_null(strstr(buf, "--import-beanstalkd SRC_DIR"));
+    assert_non_null(strstr(buf, "--import-accept-prefix"));
 }
 
 int main(void)
@@ -377,6 +404,7 @@ int main(void)
         cmocka_unit_test(long_options),
         cmocka_unit_test(long_option_errors),
         cmocka_unit_test(long_only_switch),
+        cmocka_unit_test(import_options),
         cmocka_unit_test(usage_mentions_every_flag),
     };
     return cmocka_run_group_tests_name("node_flags", tests, NULL, NULL);
