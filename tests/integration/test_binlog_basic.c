@@ -43,8 +43,7 @@ static int bl_setup(void **state)
     bl_t *t = calloc(1, sizeof *t);
     if (!t)
         return -1;
-    snprintf(t->dir, sizeof t->dir, "/tmp/bq-binlog-XXXXXX");
-    if (!mkdtemp(t->dir)) {
+    if (bqt_mkdtemp(t->dir, sizeof t->dir, "bq-binlog") != 0) {
         free(t);
         return -1;
     }
@@ -193,45 +192,15 @@ static char *read_text(const char *path)
     return buf;
 }
 
-static void nap_ms(int ms)
-{
-    struct timespec ts = {0, ms * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 /* Runs our binary with args until it exits; asserts the exit code and that
  * its output contains text. */
 static void expect_exit(bl_t *t, const char *const *args, int code, const char *text)
 {
-    char *argv[16];
-    int n = 0, status = 0;
-    argv[n++] = (char *)bqt_our_binary();
-    while (*args && n < 15)
-        argv[n++] = (char *)*args++;
-    argv[n] = NULL;
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        int fd = open(t->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        dup2(fd, 1);
-        dup2(fd, 2);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    long long deadline = bqt_now_ms() + EXIT_DEADLINE_MS;
-    while (waitpid(pid, &status, WNOHANG) != pid) {
-        if (bqt_now_ms() > deadline) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            fail_msg("%s did not exit", argv[0]);
-        }
-        nap_ms(2);
-    }
+    int rc = bqt_run_to_exit(bqt_our_binary(), args, t->log, EXIT_DEADLINE_MS);
     char *out = read_text(t->log);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != code || !strstr(out, text))
-        fprintf(stderr, "status=%d output:\n%s\n", status, out);
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), code);
+    if (rc != code || !strstr(out, text))
+        fprintf(stderr, "exit code %d, output:\n%s\n", rc, out);
+    assert_int_equal(rc, code);
     assert_non_null(strstr(out, text));
 }
 

@@ -114,8 +114,7 @@ static int suite_setup(void **state)
     suite_t *s = calloc(1, sizeof *s);
     if (!s)
         return -1;
-    snprintf(s->work, sizeof s->work, "/tmp/bq-crash-XXXXXX");
-    if (!mkdtemp(s->work)) {
+    if (bqt_mkdtemp(s->work, sizeof s->work, "bq-crash") != 0) {
         free(s);
         return -1;
     }

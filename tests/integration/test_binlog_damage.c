@@ -165,8 +165,7 @@ static int setup(void **state)
     dmg_t *t = calloc(1, sizeof *t);
     if (!t)
         return -1;
-    snprintf(t->dir, sizeof t->dir, "/tmp/bq-damage-XXXXXX");
-    if (!mkdtemp(t->dir)) {
+    if (bqt_mkdtemp(t->dir, sizeof t->dir, "bq-damage") != 0) {
         free(t);
         return -1;
     }
@@ -206,37 +205,9 @@ static int run_to_exit(dmg_t *t, bool skip)
 {
     char port[16];
     snprintf(port, sizeof port, "%d", bqt_free_port());
-    char *argv[] = {(char *)bqt_our_binary(),
-                    "-l",
-                    "127.0.0.1",
-                    "-p",
-                    port,
-                    "-b",
-                    t->dir,
-                    skip ? "--binlog-skip-corrupt" : NULL,
-                    NULL};
-    int status = 0;
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        int fd = open(t->out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        dup2(fd, 1);
-        dup2(fd, 2);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    long long deadline = bqt_now_ms() + EXIT_DEADLINE_MS;
-    while (waitpid(pid, &status, WNOHANG) != pid) {
-        if (bqt_now_ms() > deadline) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            fail_msg("%s kept running on a damaged binlog", argv[0]);
-        }
-        struct timespec ts = {0, 2000000};
-        nanosleep(&ts, NULL);
-    }
-    assert_true(WIFEXITED(status));
-    return WEXITSTATUS(status);
+    const char *args[] = {
+        "-l", "127.0.0.1", "-p", port, "-b", t->dir, skip ? "--binlog-skip-corrupt" : NULL, NULL};
+    return bqt_run_to_exit(bqt_our_binary(), args, t->out, EXIT_DEADLINE_MS);
 }
 
 /* Asserts that text contains want, printing text otherwise. */

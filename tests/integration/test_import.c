@@ -85,11 +85,9 @@ static int run(const char *cmd)
 static int setup(void **state)
 {
     ctx_t *c = calloc(1, sizeof *c);
-    const char *tmp = getenv("TMPDIR");
     if (!c)
         return -1;
-    snprintf(c->dir, sizeof c->dir, "%s/bqimport.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(c->dir)) {
+    if (bqt_mkdtemp(c->dir, sizeof c->dir, "bqimport") != 0) {
         free(c);
         return -1;
     }
@@ -136,43 +134,11 @@ static char *slurp(const char *path, size_t *len)
     return buf;
 }
 
-static void nap(int ms)
-{
-    struct timespec ts = {0, ms * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 /* Runs our binary with args (NULL-terminated) to completion, output to
  * c->log; returns its exit code. */
 static int run_binary(ctx_t *c, const char *const *args)
 {
-    char *argv[16];
-    int n = 0;
-    argv[n++] = (char *)bqt_our_binary();
-    while (*args && n < 15)
-        argv[n++] = (char *)*args++;
-    argv[n] = NULL;
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        int fd = open(c->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        dup2(fd, 1);
-        dup2(fd, 2);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    long long deadline = bqt_now_ms() + EXIT_DEADLINE_MS;
-    int status;
-    while (waitpid(pid, &status, WNOHANG) != pid) {
-        if (bqt_now_ms() > deadline) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            fail_msg("%s did not exit in time", argv[0]);
-        }
-        nap(5);
-    }
-    assert_true(WIFEXITED(status));
-    return WEXITSTATUS(status);
+    return bqt_run_to_exit(bqt_our_binary(), args, c->log, EXIT_DEADLINE_MS);
 }
 
 /* Imports c->src into c->dst (plus extra, may be NULL); asserts the exit

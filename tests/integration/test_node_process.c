@@ -38,11 +38,9 @@ typedef struct proc {
 static int proc_setup(void **state)
 {
     proc_t *p = calloc(1, sizeof *p);
-    const char *tmp = getenv("TMPDIR");
     if (!p)
         return -1;
-    snprintf(p->dir, sizeof p->dir, "%s/bqnode.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(p->dir)) {
+    if (bqt_mkdtemp(p->dir, sizeof p->dir, "bqnode") != 0) {
         free(p);
         return -1;
     }

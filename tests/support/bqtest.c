@@ -353,16 +353,56 @@ static int await_ready(bqt_server_t *s, long long deadline)
     }
 }
 
-static int make_dir(bqt_server_t *s)
+int bqt_mkdtemp(char *buf, size_t cap, const char *prefix)
 {
     const char *tmp = getenv("TMPDIR");
-    memset(s, 0, sizeof *s);
-    snprintf(s->dir, sizeof s->dir, "%s/bqt.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(s->dir)) {
-        fprintf(stderr, "bqtest: mkdtemp %s: %s\n", s->dir, strerror(errno));
-        s->dir[0] = '\0';
+    snprintf(buf, cap, "%s/%s.XXXXXX", tmp && *tmp ? tmp : "/tmp", prefix);
+    if (!mkdtemp(buf)) {
+        fprintf(stderr, "bqtest: mkdtemp %s: %s\n", buf, strerror(errno));
+        buf[0] = '\0';
         return -1;
     }
+    return 0;
+}
+
+int bqt_run_to_exit(const char *binary, const char *const *args, const char *log_path,
+                    int timeout_ms)
+{
+    char *argv[32];
+    int n = 0, status = 0;
+    argv[n++] = (char *)binary;
+    while (args && *args && n < 31)
+        argv[n++] = (char *)*args++;
+    argv[n] = NULL;
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    long long deadline = bqt_now_ms() + timeout_ms;
+    while (waitpid(pid, &status, WNOHANG) != pid) {
+        if (bqt_now_ms() > deadline) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            fail_msg("%s did not exit within %d ms", binary, timeout_ms);
+        }
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
+    if (!WIFEXITED(status))
+        fail_msg("%s died of signal %d", binary, WTERMSIG(status));
+    return WEXITSTATUS(status);
+}
+
+static int make_dir(bqt_server_t *s)
+{
+    memset(s, 0, sizeof *s);
+    if (bqt_mkdtemp(s->dir, sizeof s->dir, "bqt") != 0)
+        return -1;
     snprintf(s->log_path, sizeof s->log_path, "%s/server.log", s->dir);
     return 0;
 }

@@ -53,6 +53,17 @@ int bqt_server_wait(bqt_server_t *s, int timeout_ms);
  * Safe to call twice. */
 void bqt_server_stop(bqt_server_t *s);
 
+/* Creates a fresh directory $TMPDIR/<prefix>.XXXXXX (or under /tmp) into
+ * buf; 0, or -1 with a message on stderr. */
+int bqt_mkdtemp(char *buf, size_t cap, const char *prefix);
+
+/* Runs binary with args (NULL-terminated, after argv[0]) until it exits,
+ * its stdout and stderr in log_path (truncated). Fails the test when it runs
+ * longer than timeout_ms (it is killed) or dies of a signal; returns its exit
+ * code. */
+int bqt_run_to_exit(const char *binary, const char *const *args, const char *log_path,
+                    int timeout_ms);
+
 /* Returns a port on 127.0.0.1 that was free a moment ago. */
 int bqt_free_port(void);
 
