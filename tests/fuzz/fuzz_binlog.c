@@ -71,6 +71,7 @@ static inline void bqf_int_equal(uintmax_t a, uintmax_t b, const char *sa, const
 
 #include "proto/binlog.pb-c.h"
 #include "protocol/frame.h"
+#include "tests/support/frame_oracle.h"
 #include "tests/unit/engine_harness.h"
 
 #define SEGMENT 3            /* the segment number applied records come from */
@@ -84,41 +85,20 @@ typedef Bq__Log__Record rec_t;
 
 /* ---- an independent decoder of the byte layout ---- */
 
-static uint32_t crc_bitwise(uint32_t crc, const uint8_t *p, size_t n)
-{
-    uint32_t c = ~crc;
-    for (size_t i = 0; i < n; i++) {
-        c ^= p[i];
-        for (int k = 0; k < 8; k++)
-            c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1)));
-    }
-    return ~c;
-}
-
-static uint32_t le32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t le64(const uint8_t *p)
-{
-    return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
-}
-
 static bq_segment_status_t ref_prefix(const uint8_t *p, size_t n)
 {
     if (n < BQ_SEGMENT_PREFIX_FIXED)
         return BQ_SEGMENT_SHORT;
     if (memcmp(p, BQ_SEGMENT_MAGIC, 8) != 0)
         return BQ_SEGMENT_BAD_MAGIC;
-    if (le32(p + 8) != BQ_SEGMENT_VERSION)
+    if (oracle_le32(p + 8) != BQ_SEGMENT_VERSION)
         return BQ_SEGMENT_BAD_VERSION;
-    uint32_t len = le32(p + 12);
+    uint32_t len = oracle_le32(p + 12);
     if (len > BQ_SEGMENT_HEADER_MAX)
         return BQ_SEGMENT_BAD_HEADER;
     if (n - BQ_SEGMENT_PREFIX_FIXED < len)
         return BQ_SEGMENT_SHORT;
-    if (crc_bitwise(0, p + BQ_SEGMENT_PREFIX_FIXED, len) != le32(p + 16))
+    if (oracle_crc32c(0, p + BQ_SEGMENT_PREFIX_FIXED, len) != oracle_le32(p + 16))
         return BQ_SEGMENT_BAD_HEADER;
     return BQ_SEGMENT_OK;
 }
@@ -132,15 +112,15 @@ static bq_frame_status_t ref_frame(const uint8_t *p, size_t n)
         return BQ_FRAME_END;
     if (n < BQ_FRAME_HEADER)
         return BQ_FRAME_SHORT;
-    uint32_t len = le32(p);
+    uint32_t len = oracle_le32(p);
     if (len == 0 || len > BQ_FRAME_MAX_PAYLOAD)
         return BQ_FRAME_BAD_LEN;
     if (n - BQ_FRAME_HEADER < len)
         return BQ_FRAME_SHORT;
-    uint32_t crc = crc_bitwise(0, p, 4);
-    crc = crc_bitwise(crc, p + 8, 16);
-    crc = crc_bitwise(crc, p + BQ_FRAME_HEADER, len);
-    return crc == le32(p + 4) ? BQ_FRAME_OK : BQ_FRAME_BAD_CRC;
+    uint32_t crc = oracle_crc32c(0, p, 4);
+    crc = oracle_crc32c(crc, p + 8, 16);
+    crc = oracle_crc32c(crc, p + BQ_FRAME_HEADER, len);
+    return crc == oracle_le32(p + 4) ? BQ_FRAME_OK : BQ_FRAME_BAD_CRC;
 }
 
 /* Decodes the prefix of buf[0..n) (an exact-size copy); returns where the
@@ -155,7 +135,7 @@ static size_t check_prefix(const uint8_t *buf, size_t n)
               bq_segment_status_name(st), bq_segment_status_name(ref_prefix(buf, n)));
     if (st != BQ_SEGMENT_OK)
         return 0;
-    BQF_CHECK(hdr == buf + BQ_SEGMENT_PREFIX_FIXED && hdr_len == le32(buf + 12) &&
+    BQF_CHECK(hdr == buf + BQ_SEGMENT_PREFIX_FIXED && hdr_len == oracle_le32(buf + 12) &&
                   prefix_len == BQ_SEGMENT_PREFIX_FIXED + (size_t)hdr_len && prefix_len <= n,
               "segment prefix: wrong header position or length");
     uint8_t *again = malloc(prefix_len);
@@ -395,8 +375,8 @@ static void apply_frames(world_t *w, const uint8_t *buf, size_t n, size_t pos)
         if (st != BQ_FRAME_OK)
             return;
         const uint8_t *p = buf + pos;
-        BQF_CHECK(payload == p + BQ_FRAME_HEADER && f.len == le32(p) && f.crc == le32(p + 4) &&
-                      f.lsn == le64(p + 8) && f.epoch == le64(p + 16),
+        BQF_CHECK(payload == p + BQ_FRAME_HEADER && f.len == oracle_le32(p) && f.crc == oracle_le32(p + 4) &&
+                      f.lsn == oracle_le64(p + 8) && f.epoch == oracle_le64(p + 16),
                   "frame at %zu decoded wrong fields", pos);
         uint8_t hdr[BQ_FRAME_HEADER];
         bq_frame_header(hdr, f.lsn, f.epoch, payload, f.len);
@@ -412,7 +392,7 @@ static void apply_frames(world_t *w, const uint8_t *buf, size_t n, size_t pos)
 static void apply_unchecked(world_t *w, const uint8_t *buf, size_t n, size_t pos)
 {
     while (n - pos >= BQ_FRAME_HEADER) {
-        uint32_t len = le32(buf + pos);
+        uint32_t len = oracle_le32(buf + pos);
         if (len == 0 || len > n - pos - BQ_FRAME_HEADER)
             return;
         apply_checked(w, buf + pos + BQ_FRAME_HEADER, len);

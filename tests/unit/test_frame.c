@@ -17,6 +17,7 @@
 
 #include "proto/binlog.pb-c.h"
 #include "protocol/frame.h"
+#include "tests/support/frame_oracle.h"
 
 /* A deterministic generator (xorshift64*), so that failures reproduce. */
 static uint64_t rng_state = UINT64_C(0x9E3779B97F4A7C15);
@@ -33,28 +34,6 @@ static void fill_random(uint8_t *p, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         p[i] = (uint8_t)rnd();
-}
-
-/* CRC-32C one bit at a time, straight from the definition. */
-static uint32_t crc_bitwise(const uint8_t *p, size_t n)
-{
-    uint32_t c = 0xFFFFFFFFu;
-    for (size_t i = 0; i < n; i++) {
-        c ^= p[i];
-        for (int k = 0; k < 8; k++)
-            c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1)));
-    }
-    return ~c;
-}
-
-static uint32_t le32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t le64(const uint8_t *p)
-{
-    return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
 }
 
 static void put_le32(uint8_t *p, uint32_t v)
@@ -125,7 +104,7 @@ static void crc_matches_bitwise_reference(void **state)
         if (off + len > sizeof buf)
             len = sizeof buf - off;
         fill_random(buf, sizeof buf);
-        assert_int_equal(bq_crc32c(0, buf + off, len), crc_bitwise(buf + off, len));
+        assert_int_equal(bq_crc32c(0, buf + off, len), oracle_crc32c(0, buf + off, len));
     }
 }
 
@@ -170,7 +149,7 @@ static void frame_round_trip(void **state)
         assert_int_equal(f.len, lens[k]);
         assert_true(f.lsn == lsn);
         assert_true(f.epoch == epoch);
-        assert_int_equal(f.crc, le32(buf + 4));
+        assert_int_equal(f.crc, oracle_le32(buf + 4));
         assert_ptr_equal(payload, buf + BQ_FRAME_HEADER);
     }
 }
@@ -194,11 +173,11 @@ static void frame_header_fields_are_little_endian_at_their_offsets(void **state)
     memcpy(covered, buf, 4);
     memcpy(covered + 4, buf + 8, 16);
     memcpy(covered + 20, "hello", 5);
-    uint32_t crc = crc_bitwise(covered, sizeof covered);
-    assert_int_equal(le32(buf + 4), crc);
+    uint32_t crc = oracle_crc32c(0, covered, sizeof covered);
+    assert_int_equal(oracle_le32(buf + 4), crc);
     assert_int_equal(buf[4], crc & 0xff);
     assert_int_equal(buf[7], crc >> 24);
-    assert_true(le64(buf + 8) == UINT64_C(0x0102030405060708));
+    assert_true(oracle_le64(buf + 8) == UINT64_C(0x0102030405060708));
 }
 
 static void frame_decode_consecutive_frames_then_end(void **state)
@@ -404,10 +383,10 @@ static void segment_prefix_round_trip(void **state)
     assert_int_equal(pn, BQ_SEGMENT_PREFIX_FIXED + hn);
     /* raw layout: magic, version, length, CRC, header */
     assert_memory_equal(buf, "BQHALOG\n", 8);
-    assert_int_equal(le32(buf + 8), BQ_SEGMENT_VERSION);
+    assert_int_equal(oracle_le32(buf + 8), BQ_SEGMENT_VERSION);
     assert_int_equal(buf[8], 1);
-    assert_int_equal(le32(buf + 12), hn);
-    assert_int_equal(le32(buf + 16), crc_bitwise(hdr, hn));
+    assert_int_equal(oracle_le32(buf + 12), hn);
+    assert_int_equal(oracle_le32(buf + 16), oracle_crc32c(0, hdr, hn));
     assert_memory_equal(buf + 20, hdr, hn);
     /* decoding, exactly and with frames after it */
     uint32_t hl;
