@@ -4,38 +4,47 @@
  * element that is not a flag group (including a bare "-") is an error.
  * Sizes are read like sscanf("%zu%c"): digits only, nothing after them.
  * Long options map onto the same short flags: --port=11300, --port 11300;
- * a few exist only as long options (switches, and --import-beanstalkd DIR,
- * with no short flag). */
+ * a few exist only as long options (switches, --import-beanstalkd DIR and
+ * the cluster options, with no short flag). Values are checked as they are
+ * read; what depends on several options (the cluster's consistency, the
+ * import's destination) is checked once every option has been read. */
 #include "flags.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+
+#define DEFAULT_CLUSTER_ID "beanstalkd-ha"
+#define DEFAULT_SYNC_TIMEOUT_MS 5000
+#define DEFAULT_REPL_TIMEOUT_MS 5000
+#define DEFAULT_STATUS_INTERVAL_MS 10000
+#define MAX_NUMBER 2147483647 /* numbers fit an int (as milliseconds: about 24.8 days) */
+#define ALNUM "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 
 typedef struct long_opt {
     const char *name;
     char flag;         /* the short flag it stands for; 0 for a long-only switch */
     size_t switch_off; /* long-only: offset of its bool in bq_flags_t */
+    bool cluster;      /* a cluster option: needs --role */
 } long_opt_t;
 
 static const long_opt_t long_opts[] = {
-    {"help", 'h', 0},         {"version", 'v', 0},
-    {"verbose", 'V', 0},      {"listen", 'l', 0},
-    {"port", 'p', 0},         {"user", 'u', 0},
-    {"binlog-dir", 'b', 0},   {"binlog-size", 's', 0},
-    {"fsync-ms", 'f', 0},     {"no-fsync", 'F', 0},
-    {"max-job-size", 'z', 0}, {"binlog-skip-corrupt", 0, offsetof(bq_flags_t, skip_corrupt)},
-    {"import-accept-prefix", 0, offsetof(bq_flags_t, import_accept_prefix)},
-};
-
-/* Long-only options that take an argument (a string in bq_flags_t). */
-typedef struct long_arg {
-    const char *name;
-    size_t off; /* offset of its `const char *` in bq_flags_t */
-} long_arg_t;
-
-static const long_arg_t long_args[] = {
-    {"import-beanstalkd", offsetof(bq_flags_t, import_dir)},
+    {"help", 'h', 0, false},
+    {"version", 'v', 0, false},
+    {"verbose", 'V', 0, false},
+    {"listen", 'l', 0, false},
+    {"port", 'p', 0, false},
+    {"user", 'u', 0, false},
+    {"binlog-dir", 'b', 0, false},
+    {"binlog-size", 's', 0, false},
+    {"fsync-ms", 'f', 0, false},
+    {"no-fsync", 'F', 0, false},
+    {"max-job-size", 'z', 0, false},
+    {"binlog-skip-corrupt", 0, offsetof(bq_flags_t, skip_corrupt), false},
+    {"import-accept-prefix", 0, offsetof(bq_flags_t, import_accept_prefix), false},
+    {"repl-plaintext", 0, offsetof(bq_flags_t, repl_plaintext), true},
 };
 
 static const char *const warning_texts[] = {
@@ -129,42 +138,270 @@ static bq_flags_action_t apply_arg(bq_flags_t *f, char flag, const char *arg)
     return BQ_FLAGS_RUN;
 }
 
-/* Parses the long option argv[*i] (without its leading "--"). */
-static bq_flags_action_t parse_long(bq_flags_t *f, int argc, char *const *argv, int *i)
+/* Long-only options that take an argument. Each is read by its setter,
+ * which checks the value and stores it. */
+typedef struct long_arg long_arg_t;
+typedef bq_flags_action_t (*setter_t)(bq_flags_t *f, const long_arg_t *la, const char *arg);
+
+struct long_arg {
+    const char *name;
+    setter_t set;
+    size_t off;   /* the field in bq_flags_t that the setter writes, if any */
+    size_t min;   /* set_ms: the smallest value allowed */
+    bool cluster; /* a cluster option: needs --role */
+};
+
+/* "invalid --NAME (WHY): ARG" */
+static bq_flags_action_t fail_value(bq_flags_t *f, const long_arg_t *la, const char *why,
+                                    const char *arg)
+{
+    snprintf(f->error, sizeof f->error, "invalid --%s (%s): %s", la->name, why, arg);
+    f->action = BQ_FLAGS_USAGE;
+    return f->action;
+}
+
+/* Reads a decimal number: digits only, at most max. Unlike parse_size, no
+ * sign or leading space: the cluster options have no beanstalkd history. */
+static bool parse_uint(const char *s, size_t max, size_t *out)
+{
+    size_t v = 0;
+
+    if (*s == '\0')
+        return false;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9' || v > (max - (size_t)(*s - '0')) / 10)
+            return false;
+        v = v * 10 + (size_t)(*s - '0');
+    }
+    *out = v;
+    return true;
+}
+
+/* A node or cluster id: s[0..len) is [A-Za-z0-9._-]{1,63}. */
+static bool valid_name(const char *s, size_t len)
+{
+    return len >= 1 && len <= 63 && strspn(s, ALNUM "._-") >= len;
+}
+
+/* A DNS name or an IPv4 address (dotted digits must be a valid one). */
+static bool valid_host(const char *s)
+{
+    size_t len = strlen(s);
+    struct in_addr a4;
+
+    if (len == 0 || len > 253 || s[0] == '-' || s[0] == '.')
+        return false;
+    if (strspn(s, ALNUM ".-") != len)
+        return false;
+    return strspn(s, "0123456789.") != len || inet_pton(AF_INET, s, &a4) == 1;
+}
+
+/* Splits HOST:PORT (HOST a DNS name, IPv4 or [IPv6]) into p->host, without
+ * brackets, and p->port, in plain decimal. Returns NULL, or what is wrong. */
+static const char *split_hostport(const char *s, bq_flags_peer_t *p)
+{
+    const char *colon = strrchr(s, ':');
+    const char *host = s;
+    size_t hlen = colon ? (size_t)(colon - s) : 0;
+    size_t port;
+    struct in6_addr a6;
+
+    if (!colon)
+        return "want HOST:PORT";
+    if (s[0] == '[') {
+        if (hlen < 2 || s[hlen - 1] != ']')
+            return "want HOST:PORT, an IPv6 HOST in brackets";
+        host++;
+        hlen -= 2;
+    }
+    if (hlen >= sizeof p->host)
+        return "host too long";
+    memcpy(p->host, host, hlen);
+    p->host[hlen] = '\0';
+    if (host != s ? inet_pton(AF_INET6, p->host, &a6) != 1 : !valid_host(p->host))
+        return "bad host: want a DNS name, an IPv4 address or [IPv6]";
+    if (!parse_uint(colon + 1, 65535, &port) || port == 0)
+        return "bad port: want 1..65535";
+    snprintf(p->port, sizeof p->port, "%hu", (unsigned short)port); /* 1..65535 */
+    return NULL;
+}
+
+static bq_flags_action_t set_string(bq_flags_t *f, const long_arg_t *la, const char *arg)
+{
+    *(const char **)((char *)f + la->off) = arg;
+    return BQ_FLAGS_RUN;
+}
+
+static bq_flags_action_t set_file(bq_flags_t *f, const long_arg_t *la, const char *arg)
+{
+    if (*arg == '\0')
+        return fail_value(f, la, "want a file name", arg);
+    return set_string(f, la, arg);
+}
+
+static bq_flags_action_t set_name(bq_flags_t *f, const long_arg_t *la, const char *arg)
+{
+    if (!valid_name(arg, strlen(arg)))
+        return fail_value(f, la, "want 1 to 63 of A-Z a-z 0-9 . _ -", arg);
+    return set_string(f, la, arg);
+}
+
+static bq_flags_action_t set_role(bq_flags_t *f, const long_arg_t *la, const char *arg)
+{
+    if (strcmp(arg, "primary") == 0)
+        f->role = BQ_ROLE_PRIMARY;
+    else if (strcmp(arg, "standby") == 0)
+        f->role = BQ_ROLE_STANDBY;
+    else
+        return fail_value(f, la, "want primary or standby", arg);
+    return BQ_FLAGS_RUN;
+}
+
+static bq_flags_action_t set_fallback(bq_flags_t *f, const long_arg_t *la, const char *arg)
+{
+    if (strcmp(arg, "refuse") == 0)
+        f->sync_fallback_async = false;
+    else if (strcmp(arg, "async") == 0)
+        f->sync_fallback_async = true;
+    else
+        return fail_value(f, la, "want refuse or async", arg);
+    return BQ_FLAGS_RUN;
+}
+
+/* NAME=HOST:PORT, appended to f->peers; names are unique. */
+static bq_flags_action_t set_peer(bq_flags_t *f, const long_arg_t *la, const char *arg)
+{
+    const char *eq = strchr(arg, '=');
+    bq_flags_peer_t *p;
+    const char *why;
+
+    if (f->npeers == BQ_FLAGS_MAX_PEERS) {
+        char max[32];
+        snprintf(max, sizeof max, "too many: at most %d", BQ_FLAGS_MAX_PEERS);
+        return fail_value(f, la, max, arg);
+    }
+    if (!eq)
+        return fail_value(f, la, "want NAME=HOST:PORT", arg);
+    if (!valid_name(arg, (size_t)(eq - arg)))
+        return fail_value(f, la, "bad NAME: want 1 to 63 of A-Z a-z 0-9 . _ -", arg);
+    p = &f->peers[f->npeers];
+    why = split_hostport(eq + 1, p);
+    if (why)
+        return fail_value(f, la, why, arg);
+    memcpy(p->name, arg, (size_t)(eq - arg));
+    p->name[eq - arg] = '\0';
+    for (size_t k = 0; k < f->npeers; k++)
+        if (strcmp(f->peers[k].name, p->name) == 0)
+            return fail_value(f, la, "duplicate NAME", arg);
+    f->npeers++;
+    return BQ_FLAGS_RUN;
+}
+
+/* HOST:PORT, checked like a --peer address and kept as given. */
+static bq_flags_action_t set_listen(bq_flags_t *f, const long_arg_t *la, const char *arg)
+{
+    bq_flags_peer_t scratch;
+    const char *why = split_hostport(arg, &scratch);
+
+    if (why)
+        return fail_value(f, la, why, arg);
+    return set_string(f, la, arg);
+}
+
+/* Range-checked against the number of peers once every option is read. */
+static bq_flags_action_t set_standbys(bq_flags_t *f, const long_arg_t *la, const char *arg)
+{
+    size_t n;
+
+    if (!parse_uint(arg, MAX_NUMBER, &n))
+        return fail_value(f, la, "want a number >= 0", arg);
+    f->sync_standbys = (long)n;
+    return BQ_FLAGS_RUN;
+}
+
+/* Milliseconds, la->min..MAX_NUMBER, into the size_t at la->off. */
+static bq_flags_action_t set_ms(bq_flags_t *f, const long_arg_t *la, const char *arg)
+{
+    size_t ms;
+
+    if (!parse_uint(arg, MAX_NUMBER, &ms) || ms < la->min) {
+        char why[64];
+        snprintf(why, sizeof why, "want milliseconds, %zu..%d", la->min, MAX_NUMBER);
+        return fail_value(f, la, why, arg);
+    }
+    *(size_t *)((char *)f + la->off) = ms;
+    return BQ_FLAGS_RUN;
+}
+
+#define FIELD(name) offsetof(bq_flags_t, name)
+
+static const long_arg_t long_args[] = {
+    {"import-beanstalkd", set_string, FIELD(import_dir), 0, false},
+    {"role", set_role, 0, 0, true},
+    {"node-id", set_name, FIELD(node_id), 0, true},
+    {"cluster-id", set_name, FIELD(cluster_id), 0, true},
+    {"peer", set_peer, 0, 0, true},
+    {"repl-listen", set_listen, FIELD(repl_listen), 0, true},
+    {"tls-cert", set_file, FIELD(tls_cert), 0, true},
+    {"tls-key", set_file, FIELD(tls_key), 0, true},
+    {"tls-ca", set_file, FIELD(tls_ca), 0, true},
+    {"sync-standbys", set_standbys, 0, 0, true},
+    {"sync-fallback", set_fallback, 0, 0, true},
+    {"sync-timeout", set_ms, FIELD(sync_timeout_ms), 0, true},
+    {"repl-timeout", set_ms, FIELD(repl_timeout_ms), 100, true},
+    {"status-interval", set_ms, FIELD(status_interval_ms), 0, true},
+};
+
+/* The value of the long option argv[*i]: after its "=", or the next
+ * element (consumed). NULL when there is none. */
+static const char *long_value(int argc, char *const *argv, int *i, const char *eq)
+{
+    if (eq)
+        return eq + 1;
+    if (*i + 1 >= argc)
+        return NULL;
+    return argv[++*i];
+}
+
+/* Parses the long option argv[*i] (without its leading "--"). Sets *cluster
+ * to its name if it is a cluster option. */
+static bq_flags_action_t parse_long(bq_flags_t *f, int argc, char *const *argv, int *i,
+                                    const char **cluster)
 {
     const char *opt = argv[*i] + 2;
     const char *eq = strchr(opt, '=');
     size_t len = eq ? (size_t)(eq - opt) : strlen(opt);
+    const char *arg;
 
     for (size_t k = 0; k < sizeof long_args / sizeof long_args[0]; k++) {
         const long_arg_t *la = &long_args[k];
         if (strlen(la->name) != len || memcmp(la->name, opt, len) != 0)
             continue;
-        if (!eq && *i + 1 >= argc)
+        arg = long_value(argc, argv, i, eq);
+        if (!arg)
             return fail(f, "flag requires an argument", argv[*i]);
-        *(const char **)((char *)f + la->off) = eq ? eq + 1 : argv[++*i];
-        return BQ_FLAGS_RUN;
+        if (la->cluster)
+            *cluster = la->name;
+        return la->set(f, la, arg);
     }
     for (size_t k = 0; k < sizeof long_opts / sizeof long_opts[0]; k++) {
         const long_opt_t *lo = &long_opts[k];
         if (strlen(lo->name) != len || memcmp(lo->name, opt, len) != 0)
             continue;
-        if (lo->flag == 0) {
+        if (lo->flag == 0 || !takes_arg(lo->flag)) {
             if (eq)
                 return fail(f, "flag does not take an argument", argv[*i]);
+            if (lo->flag != 0)
+                return apply_plain(f, lo->flag);
+            if (lo->cluster)
+                *cluster = lo->name;
             *(bool *)((char *)f + lo->switch_off) = true;
             return BQ_FLAGS_RUN;
         }
-        if (!takes_arg(lo->flag)) {
-            if (eq)
-                return fail(f, "flag does not take an argument", argv[*i]);
-            return apply_plain(f, lo->flag);
-        }
-        if (eq)
-            return apply_arg(f, lo->flag, eq + 1);
-        if (*i + 1 >= argc)
+        arg = long_value(argc, argv, i, eq);
+        if (!arg)
             return fail(f, "flag requires an argument", argv[*i]);
-        return apply_arg(f, lo->flag, argv[++*i]);
+        return apply_arg(f, lo->flag, arg);
     }
     return fail(f, "unknown flag", argv[*i]);
 }
@@ -199,6 +436,11 @@ static void set_defaults(bq_flags_t *f)
     f->binlog_size = BQ_FLAGS_DEFAULT_BINLOG_SIZE;
     f->want_sync = true;
     f->fsync_ms = BQ_FLAGS_DEFAULT_FSYNC_MS;
+    f->role = BQ_ROLE_SINGLE;
+    f->sync_standbys = -1;
+    f->sync_timeout_ms = DEFAULT_SYNC_TIMEOUT_MS;
+    f->repl_timeout_ms = DEFAULT_REPL_TIMEOUT_MS;
+    f->status_interval_ms = DEFAULT_STATUS_INTERVAL_MS;
 }
 
 /* The import options go together, and with -b (the destination). */
@@ -213,8 +455,75 @@ static bq_flags_action_t check_import(bq_flags_t *f)
     return f->action = BQ_FLAGS_IMPORT;
 }
 
+/* Replication needs TLS (all three files) unless --repl-plaintext says not to. */
+static bq_flags_action_t check_tls(bq_flags_t *f)
+{
+    int files = (f->tls_cert != NULL) + (f->tls_key != NULL) + (f->tls_ca != NULL);
+
+    if (f->repl_plaintext && files > 0)
+        return fail(f, "flag conflicts with --tls-cert, --tls-key and --tls-ca",
+                    "--repl-plaintext");
+    if (!f->repl_plaintext && files < 3)
+        return fail(f, "flag requires --tls-cert, --tls-key and --tls-ca, or --repl-plaintext",
+                    "--role");
+    return BQ_FLAGS_RUN;
+}
+
+/* The peers name every node, this one included; sync_standbys counts the
+ * others, and its default (-1) becomes 1 when there is another node. */
+static bq_flags_action_t check_peers(bq_flags_t *f)
+{
+    size_t k = 0;
+    long others;
+
+    if (f->npeers < 2)
+        return fail(f, "flag requires at least 2 --peer (every node, this one included)", "--role");
+    while (k < f->npeers && strcmp(f->peers[k].name, f->node_id) != 0)
+        k++;
+    if (k == f->npeers)
+        return fail(f, "--node-id is not one of the --peer names", f->node_id);
+    others = (long)f->npeers - 1;
+    if (f->sync_standbys > others) {
+        char what[96], value[24];
+        snprintf(what, sizeof what, "invalid --sync-standbys (at most %ld with %zu peers)", others,
+                 f->npeers);
+        snprintf(value, sizeof value, "%ld", f->sync_standbys);
+        return fail(f, what, value);
+    }
+    if (f->sync_standbys < 0)
+        f->sync_standbys = 1; /* min(1, others), and others >= 1 here */
+    return BQ_FLAGS_RUN;
+}
+
+/* Cluster options go with --role; --role needs a complete cluster
+ * description and a binlog (replication streams it). cluster names the last
+ * cluster option given, NULL if none. */
+static bq_flags_action_t check_cluster(bq_flags_t *f, const char *cluster)
+{
+    if (f->role == BQ_ROLE_SINGLE) {
+        char name[32];
+        if (!cluster)
+            return BQ_FLAGS_RUN;
+        snprintf(name, sizeof name, "--%s", cluster);
+        return fail(f, "flag requires --role", name);
+    }
+    if (f->import_dir)
+        return fail(f, "flag conflicts with --role", "--import-beanstalkd");
+    if (!f->node_id)
+        return fail(f, "flag requires --node-id", "--role");
+    if (!f->binlog_dir)
+        return fail(f, "flag requires -b DIR (replication streams the binlog)", "--role");
+    if (check_peers(f) != BQ_FLAGS_RUN || check_tls(f) != BQ_FLAGS_RUN)
+        return f->action;
+    if (!f->cluster_id)
+        f->cluster_id = DEFAULT_CLUSTER_ID;
+    return BQ_FLAGS_RUN;
+}
+
 bq_flags_action_t bq_flags_parse(bq_flags_t *f, int argc, char *const *argv)
 {
+    const char *cluster = NULL; /* the last cluster option given */
+
     set_defaults(f);
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -222,12 +531,14 @@ bq_flags_action_t bq_flags_parse(bq_flags_t *f, int argc, char *const *argv)
         if (a[0] != '-' || a[1] == '\0')
             return fail(f, "unknown argument", a);
         if (a[1] == '-')
-            r = parse_long(f, argc, argv, &i);
+            r = parse_long(f, argc, argv, &i, &cluster);
         else
             r = parse_group(f, argc, argv, &i);
         if (r != BQ_FLAGS_RUN)
             return r;
     }
+    if (check_cluster(f, cluster) != BQ_FLAGS_RUN)
+        return f->action;
     return check_import(f);
 }
 
@@ -237,6 +548,33 @@ const char *bq_flags_warning(unsigned bit)
         if (bit == 1u << k)
             return warning_texts[k];
     return "unknown warning";
+}
+
+static void usage_cluster(FILE *out)
+{
+    fprintf(out,
+            "\n"
+            "Cluster options (without --role, a single beanstalkd):\n"
+            " --role primary|standby  this node's role; requires -b DIR\n"
+            " --node-id NAME          this node, one of the --peer names\n"
+            " --cluster-id ID         the same on every node (default %s)\n"
+            " --peer NAME=HOST:PORT   a node's replication address; one per node, this\n"
+            "                         one included (at most %d); IPv6 as [ADDR]:PORT\n"
+            " --repl-listen HOST:PORT replication listen address (default: our --peer)\n"
+            " --tls-cert FILE --tls-key FILE --tls-ca FILE\n"
+            "                         TLS for replication (all three required)\n"
+            " --repl-plaintext        replication without TLS (tests only)\n"
+            " --sync-standbys N       standbys that must store a write before it is\n"
+            "                         acknowledged (default 1 if there is a standby)\n"
+            " --sync-fallback refuse|async\n"
+            "                         too few standbys: refuse writes or go async\n"
+            "                         (default refuse)\n"
+            " --sync-timeout MS       wait for standbys at most MS (default %d)\n"
+            " --repl-timeout MS       drop a replication link silent for MS, >= 100\n"
+            "                         (default %d)\n"
+            " --status-interval MS    log a status line every MS, 0 = never (default %d)\n",
+            DEFAULT_CLUSTER_ID, BQ_FLAGS_MAX_PEERS, DEFAULT_SYNC_TIMEOUT_MS,
+            DEFAULT_REPL_TIMEOUT_MS, DEFAULT_STATUS_INTERVAL_MS);
 }
 
 void bq_flags_usage(FILE *out, const char *prog)
@@ -271,4 +609,5 @@ void bq_flags_usage(FILE *out, const char *prog)
             " -h       show this help (--help)\n",
             prog, BQ_FLAGS_DEFAULT_FSYNC_MS, BQ_FLAGS_DEFAULT_PORT, BQ_FLAGS_DEFAULT_JOB_SIZE,
             BQ_FLAGS_MAX_JOB_SIZE, BQ_FLAGS_DEFAULT_BINLOG_SIZE);
+    usage_cluster(out);
 }

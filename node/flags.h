@@ -34,6 +34,23 @@ enum {
     BQ_FLAGS_WARN_N_REMOVED = 1 << 2, /* -n given */
 };
 
+/* --role */
+typedef enum bq_role {
+    BQ_ROLE_SINGLE = 0, /* no cluster flags: a single beanstalkd */
+    BQ_ROLE_PRIMARY,
+    BQ_ROLE_STANDBY,
+} bq_role_t;
+
+/* At most this many --peer options. */
+#define BQ_FLAGS_MAX_PEERS 8
+
+/* One --peer NAME=HOST:PORT (the replication address of a node). */
+typedef struct bq_flags_peer {
+    char name[64];  /* node id: [A-Za-z0-9._-]{1,63} */
+    char host[256]; /* DNS name, IPv4, or IPv6 in brackets ("[::1]" stored as "::1") */
+    char port[8];   /* 1..65535 */
+} bq_flags_peer_t;
+
 typedef struct bq_flags {
     bq_flags_action_t action;
     char error[160];        /* for BQ_FLAGS_USAGE, e.g. "unknown flag: -x" */
@@ -52,6 +69,20 @@ typedef struct bq_flags {
     bool import_accept_prefix; /* --import-accept-prefix */
     const char *user;       /* -u; NULL when absent */
     int verbose;            /* number of -V */
+    /* cluster (docs/replication.md) */
+    bq_role_t role;               /* --role=primary|standby */
+    const char *node_id;          /* --node-id NAME; must be one of the peers */
+    const char *cluster_id;       /* --cluster-id ID (default "beanstalkd-ha") */
+    bq_flags_peer_t peers[BQ_FLAGS_MAX_PEERS]; /* --peer, repeatable, every node incl. this one */
+    size_t npeers;
+    const char *repl_listen;      /* --repl-listen HOST:PORT (default: our --peer address) */
+    const char *tls_cert, *tls_key, *tls_ca; /* --tls-cert/--tls-key/--tls-ca FILE */
+    bool repl_plaintext;          /* --repl-plaintext (tests only: no TLS) */
+    long sync_standbys;           /* --sync-standbys N; -1 = default (1 with standbys) */
+    bool sync_fallback_async;     /* --sync-fallback refuse|async (default refuse) */
+    size_t sync_timeout_ms;       /* --sync-timeout MS (default 5000) */
+    size_t repl_timeout_ms;       /* --repl-timeout MS: a silent link is dropped (default 5000) */
+    size_t status_interval_ms;    /* --status-interval MS: status log line (default 10000, 0 off) */
 } bq_flags_t;
 
 /* Parses argv[0..argc) (the arguments after the program name) into *f.

@@ -162,7 +162,8 @@ static void usage_errors_exit_5(void **state)
     expect_exit(p, (const char *[]){"-", NULL}, 5, "unknown argument: -");
     expect_exit(p, (const char *[]){"-z12k", NULL}, 5, "invalid size: 12k");
     expect_exit(p, (const char *[]){"-s", "1M", NULL}, 5, "invalid size: 1M");
-    expect_exit(p, (const char *[]){"--role=primary", NULL}, 5, "unknown flag: --role=primary");
+    expect_exit(p, (const char *[]){"--roles=primary", NULL}, 5, "unknown flag: --roles=primary");
+    expect_exit(p, (const char *[]){"--role=primary", NULL}, 5, "flag requires --node-id: --role");
     expect_exit(p, (const char *[]){"-x", NULL}, 5, "Use: ");
 }
 

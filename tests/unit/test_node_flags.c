@@ -1,7 +1,8 @@
 /* Unit tests of node/flags.c, the command-line parser. The first group
  * ports every optparse case of beanstalkd's testutil.c (reference report
  * section 4.3); the rest cover the error messages and exit actions of
- * util.c, the sscanf("%zu%c") size rules and the long options. */
+ * util.c, the sscanf("%zu%c") size rules and the long options; the last
+ * group covers the cluster options and their checks. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -42,6 +43,20 @@ static void opt_none(void **state)
     assert_false(f.skip_corrupt);
     assert_int_equal(f.verbose, 0);
     assert_int_equal(f.warnings, 0);
+    assert_int_equal(f.role, BQ_ROLE_SINGLE);
+    assert_null(f.node_id);
+    assert_null(f.cluster_id);
+    assert_int_equal(f.npeers, 0);
+    assert_null(f.repl_listen);
+    assert_null(f.tls_cert);
+    assert_null(f.tls_key);
+    assert_null(f.tls_ca);
+    assert_false(f.repl_plaintext);
+    assert_int_equal(f.sync_standbys, -1);
+    assert_false(f.sync_fallback_async);
+    assert_int_equal(f.sync_timeout_ms, 5000);
+    assert_int_equal(f.repl_timeout_ms, 5000);
+    assert_int_equal(f.status_interval_ms, 10000);
 }
 
 static void optminus(void **state)
@@ -290,7 +305,7 @@ static void long_options(void **state)
 
 static void long_option_errors(void **state)
 {
-    char *unknown[] = {"--role=primary"};
+    char *unknown[] = {"--roles=primary"};
     char *noarg[] = {"--help=yes"};
     char *missing[] = {"--port"};
     char *prefix[] = {"--hel"};
@@ -300,7 +315,7 @@ static void long_option_errors(void **state)
     char *version[] = {"--version"};
     (void)state;
     assert_int_equal(parse(ARGC(unknown), unknown), BQ_FLAGS_USAGE);
-    assert_string_equal(f.error, "unknown flag: --role=primary");
+    assert_string_equal(f.error, "unknown flag: --roles=primary");
     assert_int_equal(parse(ARGC(noarg), noarg), BQ_FLAGS_USAGE);
     assert_string_equal(f.error, "flag does not take an argument: --help=yes");
     assert_int_equal(parse(ARGC(missing), missing), BQ_FLAGS_USAGE);
@@ -353,9 +368,451 @@ static void import_options(void **state)
     assert_string_equal(f.error, "flag requires --import-beanstalkd: --import-accept-prefix");
 }
 
+/* Every cluster option with a value that is valid alone. */
+static const struct {
+    const char *name;
+    const char *value; /* NULL for a switch */
+} cluster_opts[] = {
+    {"--role", "primary"},     {"--node-id", "n1"},          {"--cluster-id", "c"},
+    {"--peer", "n1=h:1"},      {"--repl-listen", "h:1"},     {"--tls-cert", "c.pem"},
+    {"--tls-key", "k.pem"},    {"--tls-ca", "ca.pem"},       {"--repl-plaintext", NULL},
+    {"--sync-standbys", "0"},  {"--sync-fallback", "async"}, {"--sync-timeout", "1"},
+    {"--repl-timeout", "100"}, {"--status-interval", "0"},
+};
+
+/* A complete primary: n1 of {n1, n2}, with a binlog and without TLS. */
+static const char *const base[] = {"--role=primary", "--peer", "n1=h1:7001", "--peer",
+                                   "n2=h2:7002",     "-b",     "/d",         "--repl-plaintext",
+                                   "--node-id",      "n1"};
+
+/* Parses base followed by extra[0..n). */
+static bq_flags_action_t parse_base(size_t n, const char *const *extra)
+{
+    static char *argv[64];
+    size_t argc = 0;
+
+    for (size_t k = 0; k < sizeof base / sizeof base[0]; k++)
+        argv[argc++] = (char *)base[k];
+    for (size_t k = 0; k < n; k++)
+        argv[argc++] = (char *)extra[k];
+    return parse((int)argc, argv);
+}
+
+/* Parses base + extra and expects the usage error want. */
+static void base_fails(size_t n, const char *const *extra, const char *want)
+{
+    assert_int_equal(parse_base(n, extra), BQ_FLAGS_USAGE);
+    assert_string_equal(f.error, want);
+}
+
+/* Parses argv and expects the usage error want. */
+static void fails(int argc, char *const *argv, const char *want)
+{
+    assert_int_equal(parse(argc, argv), BQ_FLAGS_USAGE);
+    assert_string_equal(f.error, want);
+}
+
+static void cluster_minimal_gets_defaults(void **state)
+{
+    (void)state;
+    assert_int_equal(parse_base(0, NULL), BQ_FLAGS_RUN);
+    assert_int_equal(f.role, BQ_ROLE_PRIMARY);
+    assert_string_equal(f.node_id, "n1");
+    assert_string_equal(f.cluster_id, "beanstalkd-ha");
+    assert_int_equal(f.npeers, 2);
+    assert_string_equal(f.peers[0].name, "n1");
+    assert_string_equal(f.peers[0].host, "h1");
+    assert_string_equal(f.peers[0].port, "7001");
+    assert_string_equal(f.peers[1].name, "n2");
+    assert_null(f.repl_listen);
+    assert_null(f.tls_cert);
+    assert_true(f.repl_plaintext);
+    assert_int_equal(f.sync_standbys, 1); /* -1 resolved: there is another node */
+    assert_false(f.sync_fallback_async);
+    assert_int_equal(f.sync_timeout_ms, 5000);
+    assert_int_equal(f.repl_timeout_ms, 5000);
+    assert_int_equal(f.status_interval_ms, 10000);
+    assert_string_equal(f.binlog_dir, "/d");
+}
+
+/* The values set by both cluster_options_* tests. */
+static void assert_every_option_set(void)
+{
+    assert_int_equal(f.role, BQ_ROLE_STANDBY);
+    assert_string_equal(f.node_id, "n2");
+    assert_string_equal(f.cluster_id, "prod.q-1_x");
+    assert_int_equal(f.npeers, 3);
+    assert_string_equal(f.peers[0].name, "n1");
+    assert_string_equal(f.peers[0].host, "db1.example.com");
+    assert_string_equal(f.peers[0].port, "7001");
+    assert_string_equal(f.peers[1].name, "n2");
+    assert_string_equal(f.peers[1].host, "10.0.0.2");
+    assert_string_equal(f.peers[1].port, "7002");
+    assert_string_equal(f.peers[2].name, "n3");
+    assert_string_equal(f.peers[2].host, "fd00::3");
+    assert_string_equal(f.peers[2].port, "7003");
+    assert_string_equal(f.repl_listen, "[::]:7002");
+    assert_string_equal(f.tls_cert, "/c.pem");
+    assert_string_equal(f.tls_key, "/k.pem");
+    assert_string_equal(f.tls_ca, "/ca.pem");
+    assert_false(f.repl_plaintext);
+    assert_int_equal(f.sync_standbys, 2);
+    assert_true(f.sync_fallback_async);
+    assert_int_equal(f.sync_timeout_ms, 0);
+    assert_int_equal(f.repl_timeout_ms, 250);
+    assert_int_equal(f.status_interval_ms, 0);
+}
+
+/* Every cluster option, in the --name=value form. */
+static const char *const every_option[] = {
+    "--role=standby",          "--node-id=n2",
+    "--cluster-id=prod.q-1_x", "--peer=n1=db1.example.com:7001",
+    "--peer=n2=10.0.0.2:7002", "--peer=n3=[fd00::3]:7003",
+    "--repl-listen=[::]:7002", "--tls-cert=/c.pem",
+    "--tls-key=/k.pem",        "--tls-ca=/ca.pem",
+    "--sync-standbys=2",       "--sync-fallback=async",
+    "--sync-timeout=0",        "--repl-timeout=250",
+    "--status-interval=0",     "-b/d"};
+
+static void cluster_options_with_equals(void **state)
+{
+    (void)state;
+    assert_int_equal(parse(ARGC(every_option), (char *const *)every_option), BQ_FLAGS_RUN);
+    assert_every_option_set();
+}
+
+/* The same options as --name value: each "--name=value" split at its first "=". */
+static void cluster_options_separate(void **state)
+{
+    char copies[ARGC(every_option)][64];
+    char *argv[2 * ARGC(every_option)];
+    int argc = 0;
+    (void)state;
+    for (int k = 0; k < ARGC(every_option); k++) {
+        char *eq;
+        snprintf(copies[k], sizeof copies[k], "%s", every_option[k]);
+        eq = strchr(copies[k], '=');
+        argv[argc++] = copies[k];
+        if (copies[k][1] == '-' && eq) {
+            *eq = '\0';
+            argv[argc++] = eq + 1;
+        }
+    }
+    assert_int_equal(argc, 2 * ARGC(every_option) - 1);
+    assert_string_equal(argv[7], "n1=db1.example.com:7001");
+    assert_int_equal(parse(argc, argv), BQ_FLAGS_RUN);
+    assert_every_option_set();
+}
+
+static void cluster_option_missing_argument(void **state)
+{
+    (void)state;
+    for (size_t k = 0; k < sizeof cluster_opts / sizeof cluster_opts[0]; k++) {
+        char *argv[] = {(char *)cluster_opts[k].name};
+        char want[64];
+        if (!cluster_opts[k].value) {
+            char witharg[] = "--repl-plaintext=yes";
+            char *eq[] = {witharg};
+            fails(ARGC(eq), eq, "flag does not take an argument: --repl-plaintext=yes");
+            continue;
+        }
+        snprintf(want, sizeof want, "flag requires an argument: %s", cluster_opts[k].name);
+        fails(ARGC(argv), argv, want);
+    }
+}
+
+static void cluster_option_without_role(void **state)
+{
+    (void)state;
+    for (size_t k = 1; k < sizeof cluster_opts / sizeof cluster_opts[0]; k++) {
+        char *argv[] = {"-b", "/d", (char *)cluster_opts[k].name, (char *)cluster_opts[k].value};
+        char want[64];
+        snprintf(want, sizeof want, "flag requires --role: %s", cluster_opts[k].name);
+        fails(cluster_opts[k].value ? 4 : 3, argv, want);
+    }
+}
+
+static void role_values(void **state)
+{
+    const char *primary[] = {"--role", "standby", "--role", "primary"};
+    char *bad[] = {"--role=leader"};
+    char *empty[] = {"--role="};
+    (void)state;
+    assert_int_equal(parse_base(ARGC(primary), primary), BQ_FLAGS_RUN);
+    assert_int_equal(f.role, BQ_ROLE_PRIMARY); /* the last one counts */
+    fails(ARGC(bad), bad, "invalid --role (want primary or standby): leader");
+    fails(ARGC(empty), empty, "invalid --role (want primary or standby): ");
+}
+
+static void names_checked(void **state)
+{
+    static const char *const bad[] = {
+        "",         "a/b",
+        "a b",      "n1=x",
+        "\xc3\xa9", "a123456789b123456789c123456789d123456789e123456789f1234567890123"}; /* 64 */
+    const char *longest[] = {"--cluster-id",
+                             "a123456789b123456789c123456789d123456789e123456789f123456789012"};
+    (void)state;
+    assert_int_equal(strlen(longest[1]), 63);
+    assert_int_equal(strlen(bad[5]), 64);
+    assert_int_equal(parse_base(ARGC(longest), longest), BQ_FLAGS_RUN);
+    assert_string_equal(f.cluster_id, longest[1]);
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        const char *node[] = {"--node-id", bad[k]};
+        const char *cluster[] = {"--cluster-id", bad[k]};
+        char want[160];
+        snprintf(want, sizeof want, "invalid --node-id (want 1 to 63 of A-Z a-z 0-9 . _ -): %s",
+                 bad[k]);
+        base_fails(ARGC(node), node, want);
+        snprintf(want, sizeof want, "invalid --cluster-id (want 1 to 63 of A-Z a-z 0-9 . _ -): %s",
+                 bad[k]);
+        base_fails(ARGC(cluster), cluster, want);
+    }
+}
+
+#define BAD_HOST "bad host: want a DNS name, an IPv4 address or [IPv6]"
+#define BAD_PORT "bad port: want 1..65535"
+#define BAD_NAME "bad NAME: want 1 to 63 of A-Z a-z 0-9 . _ -"
+#define BAD_V6 "want HOST:PORT, an IPv6 HOST in brackets"
+
+static void peer_addresses(void **state)
+{
+    const char *extra[] = {"--peer", "v6=[::1]:1",           "--peer", "v4=192.168.1.20:65535",
+                           "--peer", "z=[fe80::a:b:c]:0080", "--peer", "dns=a-b.c_d-e.local:9"};
+    (void)state;
+    assert_int_equal(parse_base(ARGC(extra) - 2, extra), BQ_FLAGS_RUN);
+    assert_int_equal(f.npeers, 5);
+    assert_string_equal(f.peers[2].name, "v6");
+    assert_string_equal(f.peers[2].host, "::1");
+    assert_string_equal(f.peers[2].port, "1");
+    assert_string_equal(f.peers[3].host, "192.168.1.20");
+    assert_string_equal(f.peers[3].port, "65535");
+    assert_string_equal(f.peers[4].host, "fe80::a:b:c");
+    assert_string_equal(f.peers[4].port, "80"); /* plain decimal */
+    /* An underscore is no part of a host name. */
+    base_fails(2, extra + 6, "invalid --peer (" BAD_HOST "): dns=a-b.c_d-e.local:9");
+}
+
+static void peer_bad(void **state)
+{
+    static const struct {
+        const char *arg, *why;
+    } cases[] = {
+        {"n3", "want NAME=HOST:PORT"},
+        {"n3:h:1", "want NAME=HOST:PORT"},
+        {"=h:1", BAD_NAME},
+        {"a b=h:1", BAD_NAME},
+        {"a123456789b123456789c123456789d123456789e123456789f1234567890123=h:1", BAD_NAME},
+        {"n3=h", "want HOST:PORT"},
+        {"n3=h:0", BAD_PORT},
+        {"n3=h:65536", BAD_PORT},
+        {"n3=h:", BAD_PORT},
+        {"n3=h:x", BAD_PORT},
+        {"n3=h:+80", BAD_PORT},
+        {"n3=h:-1", BAD_PORT},
+        {"n3=h:99999999999999999999999", BAD_PORT},
+        {"n3=:80", BAD_HOST},
+        {"n3=-h:80", BAD_HOST},
+        {"n3=h/x:80", BAD_HOST},
+        {"n3=999.1.1.1:80", BAD_HOST},
+        {"n3=1.2.3:80", BAD_HOST},
+        {"n3=::1:80", BAD_HOST},
+        {"n3=[::1]", BAD_V6},
+        {"n3=[::1:80", BAD_V6},
+        {"n3=[::1]x:80", BAD_V6},
+        {"n3=[]:80", BAD_HOST},
+        {"n3=[1.2.3.4]:80", BAD_HOST},
+        {"n3=[::g]:80", BAD_HOST},
+    };
+    (void)state;
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const char *extra[] = {"--peer", cases[k].arg};
+        char want[200];
+        snprintf(want, sizeof want, "invalid --peer (%s): %s", cases[k].why, cases[k].arg);
+        base_fails(ARGC(extra), extra, want);
+    }
+}
+
+/* Writes "n3=" HOST ":1" into buf, HOST being hlen letters 'a'. */
+static void long_host_peer(char *buf, size_t hlen)
+{
+    memcpy(buf, "n3=", 3);
+    memset(buf + 3, 'a', hlen);
+    memcpy(buf + 3 + hlen, ":1", 3);
+}
+
+static void peer_host_too_long(void **state)
+{
+    char arg[320];
+    const char *extra[] = {"--peer", arg};
+    (void)state;
+    long_host_peer(arg, 253); /* the longest DNS name */
+    assert_int_equal(parse_base(ARGC(extra), extra), BQ_FLAGS_RUN);
+    assert_int_equal(strlen(f.peers[2].host), 253);
+    long_host_peer(arg, 254); /* fits the buffer, but is no DNS name */
+    assert_int_equal(parse_base(ARGC(extra), extra), BQ_FLAGS_USAGE);
+    assert_non_null(strstr(f.error, BAD_HOST));
+    long_host_peer(arg, 300);
+    assert_int_equal(parse_base(ARGC(extra), extra), BQ_FLAGS_USAGE);
+    assert_memory_equal(f.error, "invalid --peer (host too long): n3=aaa", 38);
+}
+
+static void peer_at_most_max(void **state)
+{
+    char args[BQ_FLAGS_MAX_PEERS + 1][32];
+    const char *extra[2 * (BQ_FLAGS_MAX_PEERS + 1)];
+    size_t n = 0;
+    (void)state;
+    /* base gives 2 peers: add up to BQ_FLAGS_MAX_PEERS, then one more. */
+    for (int k = 3; k <= BQ_FLAGS_MAX_PEERS + 1; k++) {
+        snprintf(args[k - 3], sizeof args[0], "n%d=h:%d", k, 7000 + k);
+        extra[n++] = "--peer";
+        extra[n++] = args[k - 3];
+    }
+    assert_int_equal(parse_base(n - 2, extra), BQ_FLAGS_RUN);
+    assert_int_equal(f.npeers, BQ_FLAGS_MAX_PEERS);
+    assert_string_equal(f.peers[BQ_FLAGS_MAX_PEERS - 1].port, "7008");
+    base_fails(n, extra, "invalid --peer (too many: at most 8): n9=h:7009");
+}
+
+static void peer_duplicate_name(void **state)
+{
+    const char *extra[] = {"--peer", "n2=other:1"};
+    (void)state;
+    base_fails(ARGC(extra), extra, "invalid --peer (duplicate NAME): n2=other:1");
+}
+
+static void repl_listen_checked(void **state)
+{
+    const char *ok[] = {"--repl-listen", "0.0.0.0:7100"};
+    const char *v6[] = {"--repl-listen=[::1]:7100"};
+    const char *noport[] = {"--repl-listen", "h"};
+    const char *badport[] = {"--repl-listen", "[::1]:0"};
+    (void)state;
+    assert_int_equal(parse_base(ARGC(ok), ok), BQ_FLAGS_RUN);
+    assert_string_equal(f.repl_listen, "0.0.0.0:7100");
+    assert_int_equal(parse_base(ARGC(v6), v6), BQ_FLAGS_RUN);
+    assert_string_equal(f.repl_listen, "[::1]:7100");
+    base_fails(ARGC(noport), noport, "invalid --repl-listen (want HOST:PORT): h");
+    base_fails(ARGC(badport), badport, "invalid --repl-listen (bad port: want 1..65535): [::1]:0");
+}
+
+static void numbers_checked(void **state)
+{
+    static const char *const opts[] = {"--sync-timeout", "--repl-timeout", "--status-interval"};
+    static const char *const bad[] = {"", "-1", "+5", " 5", "1.5", "5ms", "2147483648"};
+    const char *limits[] = {"--sync-timeout=2147483647", "--repl-timeout=100",
+                            "--status-interval=1", "--sync-fallback=refuse"};
+    const char *fallback[] = {"--sync-fallback", "never"};
+    const char *short_timeout[] = {"--repl-timeout", "99"};
+    (void)state;
+    assert_int_equal(parse_base(ARGC(limits), limits), BQ_FLAGS_RUN);
+    assert_int_equal(f.sync_timeout_ms, 2147483647);
+    assert_int_equal(f.repl_timeout_ms, 100);
+    assert_int_equal(f.status_interval_ms, 1);
+    assert_false(f.sync_fallback_async);
+    for (size_t o = 0; o < sizeof opts / sizeof opts[0]; o++) {
+        for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+            const char *extra[] = {opts[o], bad[k]};
+            char want[128];
+            snprintf(want, sizeof want, "invalid %s (want milliseconds, %d..2147483647): %s",
+                     opts[o], o == 1 ? 100 : 0, bad[k]);
+            base_fails(ARGC(extra), extra, want);
+        }
+    }
+    base_fails(ARGC(short_timeout), short_timeout,
+               "invalid --repl-timeout (want milliseconds, 100..2147483647): 99");
+    base_fails(ARGC(fallback), fallback, "invalid --sync-fallback (want refuse or async): never");
+}
+
+static void sync_standbys_range(void **state)
+{
+    const char *zero[] = {"--sync-standbys", "0"};
+    const char *two[] = {"--peer", "n3=h3:7003", "--sync-standbys=2"};
+    const char *three[] = {"--peer", "n3=h3:7003", "--sync-standbys=3"};
+    const char *minus[] = {"--sync-standbys", "-1"};
+    const char *word[] = {"--sync-standbys", "one"};
+    const char *huge[] = {"--sync-standbys", "2147483647"};
+    (void)state;
+    assert_int_equal(parse_base(ARGC(zero), zero), BQ_FLAGS_RUN);
+    assert_int_equal(f.sync_standbys, 0);
+    assert_int_equal(parse_base(ARGC(two), two), BQ_FLAGS_RUN);
+    assert_int_equal(f.sync_standbys, 2);
+    assert_int_equal(parse_base(2, two), BQ_FLAGS_RUN);
+    assert_int_equal(f.sync_standbys, 1); /* the default stays 1 with 2 standbys */
+    base_fails(ARGC(three), three, "invalid --sync-standbys (at most 2 with 3 peers): 3");
+    base_fails(ARGC(huge), huge, "invalid --sync-standbys (at most 1 with 2 peers): 2147483647");
+    base_fails(ARGC(minus), minus, "invalid --sync-standbys (want a number >= 0): -1");
+    base_fails(ARGC(word), word, "invalid --sync-standbys (want a number >= 0): one");
+}
+
+static void role_requirements(void **state)
+{
+    char *no_node[] = {"--role=primary", "--peer", "n1=h1:1", "--peer",
+                       "n2=h2:2",        "-b",     "/d",      "--repl-plaintext"};
+    char *no_peer[] = {"--role=primary", "--node-id", "n1", "-b", "/d", "--repl-plaintext"};
+    char *one_peer[] = {"--role=standby", "--node-id", "n1", "--peer",
+                        "n1=h1:1",        "-b",        "/d", "--repl-plaintext"};
+    char *stranger[] = {"--role=primary", "--node-id", "n3", "--peer", "n1=h1:1",
+                        "--peer",         "n2=h2:2",   "-b", "/d",     "--repl-plaintext"};
+    char *no_binlog[] = {"--role=primary", "--node-id", "n1",      "--peer",
+                         "n1=h1:1",        "--peer",    "n2=h2:2", "--repl-plaintext"};
+    const char *peers_2 = "flag requires at least 2 --peer (every node, this one included): --role";
+    (void)state;
+    fails(ARGC(no_node), no_node, "flag requires --node-id: --role");
+    fails(ARGC(no_peer), no_peer, peers_2);
+    fails(ARGC(one_peer), one_peer, peers_2);
+    fails(ARGC(stranger), stranger, "--node-id is not one of the --peer names: n3");
+    fails(ARGC(no_binlog), no_binlog,
+          "flag requires -b DIR (replication streams the binlog): --role");
+}
+
+static void tls_or_plaintext(void **state)
+{
+    char *tls[] = {"--role=primary",
+                   "--node-id",
+                   "n1",
+                   "--peer",
+                   "n1=h1:1",
+                   "--peer",
+                   "n2=h2:2",
+                   "-b",
+                   "/d",
+                   "--tls-cert",
+                   "c",
+                   "--tls-key",
+                   "k",
+                   "--tls-ca",
+                   "ca"};
+    const char *cert[] = {"--tls-cert", "c"};
+    const char *empty[] = {"--tls-key="};
+    const char *want_tls =
+        "flag requires --tls-cert, --tls-key and --tls-ca, or --repl-plaintext: --role";
+    (void)state;
+    assert_int_equal(parse(ARGC(tls), tls), BQ_FLAGS_RUN);
+    assert_string_equal(f.tls_ca, "ca");
+    assert_false(f.repl_plaintext);
+    /* Leave the last file out, then the last two, then all three. */
+    fails(ARGC(tls) - 2, tls, want_tls);
+    fails(ARGC(tls) - 4, tls, want_tls);
+    fails(ARGC(tls) - 6, tls, want_tls);
+    base_fails(ARGC(cert), cert,
+               "flag conflicts with --tls-cert, --tls-key and --tls-ca: --repl-plaintext");
+    base_fails(ARGC(empty), empty, "invalid --tls-key (want a file name): ");
+}
+
+static void import_conflicts_with_role(void **state)
+{
+    const char *extra[] = {"--import-beanstalkd", "/src"};
+    char *peer_only[] = {"-b", "/d", "--import-beanstalkd", "/src", "--peer", "n1=h:1"};
+    (void)state;
+    base_fails(ARGC(extra), extra, "flag conflicts with --role: --import-beanstalkd");
+    fails(ARGC(peer_only), peer_only, "flag requires --role: --peer");
+}
+
 static void usage_mentions_every_flag(void **state)
 {
-    char buf[4096] = {0};
+    char buf[8192] = {0};
     FILE *mem = fmemopen(buf, sizeof buf - 1, "w");
     (void)state;
     assert_non_null(mem);
@@ -369,6 +826,9 @@ static void usage_mentions_every_flag(void **state)
     assert_non_null(strstr(buf, "--binlog-skip-corrupt"));
     assert_non_null(strstr(buf, "--import-beanstalkd SRC_DIR"));
     assert_non_null(strstr(buf, "--import-accept-prefix"));
+    assert_non_null(strstr(buf, "Cluster options"));
+    for (size_t k = 0; k < sizeof cluster_opts / sizeof cluster_opts[0]; k++)
+        assert_non_null(strstr(buf, cluster_opts[k].name));
 }
 
 int main(void)
@@ -405,6 +865,24 @@ int main(void)
         cmocka_unit_test(long_option_errors),
         cmocka_unit_test(long_only_switch),
         cmocka_unit_test(import_options),
+        cmocka_unit_test(cluster_minimal_gets_defaults),
+        cmocka_unit_test(cluster_options_with_equals),
+        cmocka_unit_test(cluster_options_separate),
+        cmocka_unit_test(cluster_option_missing_argument),
+        cmocka_unit_test(cluster_option_without_role),
+        cmocka_unit_test(role_values),
+        cmocka_unit_test(names_checked),
+        cmocka_unit_test(peer_addresses),
+        cmocka_unit_test(peer_bad),
+        cmocka_unit_test(peer_host_too_long),
+        cmocka_unit_test(peer_at_most_max),
+        cmocka_unit_test(peer_duplicate_name),
+        cmocka_unit_test(repl_listen_checked),
+        cmocka_unit_test(numbers_checked),
+        cmocka_unit_test(sync_standbys_range),
+        cmocka_unit_test(role_requirements),
+        cmocka_unit_test(tls_or_plaintext),
+        cmocka_unit_test(import_conflicts_with_role),
         cmocka_unit_test(usage_mentions_every_flag),
     };
     return cmocka_run_group_tests_name("node_flags", tests, NULL, NULL);
