@@ -21,7 +21,7 @@
  * segment holds -s bytes; compaction removes the oldest segment once no live
  * job's full record is in it, moving live jobs forward when the log is more
  * than twice the size it needs. binlog_policy.c holds these decisions. */
-#include "binlog.h"
+#include "binlog_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -34,6 +34,7 @@
 
 #include "log.h"
 #include "replay.h"
+#include "resync.h"
 #include "segment.h"
 
 /* The engine keeps 29 bits of a segment number per job. */
@@ -49,57 +50,6 @@
 /* A batch buffer larger than this is freed after its turn. */
 #define BATCH_KEEP ((size_t)1 << 20)
 
-typedef struct seg {
-    uint64_t seq;
-    uint64_t size;      /* bytes on disk (the preallocation of the current one) */
-    uint64_t jobs;      /* live jobs whose latest full record is in it */
-    uint64_t moved_lsn; /* the last record that took a job out of it */
-} seg_t;
-
-struct bq_binlog {
-    uv_loop_t *loop;
-    bq_engine_t *engine;
-    bq_binlog_config_t cfg;
-    seg_t *segs; /* on disk, oldest first; the last one is current */
-    size_t nsegs, segcap;
-    uint64_t total; /* bytes of every segment on disk */
-    int fd;         /* the current segment */
-    uint64_t data_end, prealloc;
-    bool fresh;         /* the current segment has only its opening records */
-    bool in_checkpoint; /* the opening records are being logged */
-    uint8_t *batch;
-    size_t batch_len, batch_cap;
-    bq_binlog_lsns_t lsns;
-    uint64_t release;
-    uint64_t live_jobs;
-    /* fsync */
-    uv_timer_t sync_timer;
-    uv_fs_t sync_req;
-    bool syncing, sync_again;
-    int sync_fd;
-    uint64_t sync_lsn, sync_seq, sync_off;
-    int64_t dirty_since; /* loop ms of the first write no fsync covers; -1 if none */
-    /* failures */
-    uv_timer_t retry_timer;
-    uint64_t backoff_ms;
-    bool write_failed, sync_failed;
-    bq_log_limit_t room_warn, rotate_warn;
-    int64_t rotate_retry_at;
-    /* compaction */
-    uint64_t mig_seq;
-    size_t mig_cursor;
-    bool mig_hit;
-    uint64_t written_ct, migrated_ct;
-    void (*released)(void *arg);
-    void *released_arg;
-    /* test seams */
-    long fault_after; /* BQ_FAULT_FALLOCATE_FAIL_AFTER, -1 when unset */
-    long fallocs;
-    const char *sync_log; /* BQ_TEST_SYNC_LOG */
-    uint64_t noted_lsn;   /* the last LSN written to it */
-    bool stopping;
-};
-
 static void start_sync(bq_binlog_t *b);
 
 static bool failing(const bq_binlog_t *b)
@@ -110,11 +60,6 @@ static bool failing(const bq_binlog_t *b)
 bool bq_binlog_failing(const bq_binlog_t *b)
 {
     return failing(b);
-}
-
-static seg_t *current(bq_binlog_t *b)
-{
-    return &b->segs[b->nsegs - 1];
 }
 
 /* The segment whose number the engine stored as `file`, or NULL. */
@@ -191,6 +136,9 @@ int bq_binlog_open(bq_binlog_t **out, uv_loop_t *loop, const bq_binlog_config_t 
                err);
         return BQ_BINLOG_EDIR;
     }
+    /* A standby's completed resync replaces the log before anything reads it. */
+    if (bq_resync_install(cfg->dir) != 0)
+        return BQ_BINLOG_EDIR;
     int r = bq_segment_list(cfg->dir, &seqs, &n, &foreign);
     free(seqs);
     if (r != 0) {
@@ -229,6 +177,27 @@ void bq_binlog_on_release(bq_binlog_t *b, void (*released)(void *arg), void *arg
     b->released_arg = arg;
 }
 
+/* A segment left after replay, described by its header; one whose header
+ * cannot be read (replay skipped its damage) counts as empty. */
+static seg_t load_meta(const char *path, uint64_t seq, uint64_t size)
+{
+    seg_t sg = {.seq = seq, .size = size, .data_start = size};
+    bq_segment_meta_t m;
+    uint64_t start;
+    char err[160];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0 && bq_segment_read_meta(fd, &m, &start, err, sizeof err) == 0) {
+        sg.first_lsn = m.first_lsn;
+        sg.epoch = m.epoch;
+        sg.created_wall = m.created_wall;
+        sg.data_start = start;
+        sg.checkpoint = m.checkpoint;
+    }
+    if (fd >= 0)
+        close(fd);
+    return sg;
+}
+
 /* Lists the segments left after replay with their sizes. */
 static int load_segments(bq_binlog_t *b)
 {
@@ -245,7 +214,7 @@ static int load_segments(bq_binlog_t *b)
         else if (grow_segs(b) != 0)
             r = -ENOMEM;
         else
-            b->segs[b->nsegs++] = (seg_t){.seq = seqs[i], .size = (uint64_t)st.st_size};
+            b->segs[b->nsegs++] = load_meta(path, seqs[i], (uint64_t)st.st_size);
         if (r == 0)
             b->total += (uint64_t)st.st_size;
     }
@@ -253,7 +222,7 @@ static int load_segments(bq_binlog_t *b)
     return r;
 }
 
-static void count_job(void *arg, uint32_t file)
+void bq__binlog_count_job(void *arg, uint32_t file)
 {
     bq_binlog_t *b = arg;
     seg_t *sg = find_seg(b, file);
@@ -267,7 +236,7 @@ static void count_job(void *arg, uint32_t file)
  * syncs it, so that everything before the new segment is on disk. */
 static int close_last(bq_binlog_t *b, uint64_t end)
 {
-    seg_t *sg = current(b);
+    seg_t *sg = bq__binlog_current(b);
     char path[PATH_MAX];
     bq_segment_path(path, sizeof path, b->cfg.dir, sg->seq);
     int fd = open(path, O_RDWR | O_CLOEXEC);
@@ -290,21 +259,43 @@ static int close_last(bq_binlog_t *b, uint64_t end)
     return 0;
 }
 
-/* Creates segment seq as the current one and logs its opening records. */
-static int open_segment(bq_binlog_t *b, uint64_t seq, bq_now_t now)
+/* Creates segment seq, starting at the next LSN, as the current one. */
+int bq__binlog_create_segment(bq_binlog_t *b, uint64_t seq, bool checkpoint, bq_now_t now)
 {
-    bq_segment_meta_t meta = {.seq = seq, .first_lsn = b->lsns.last + 1, .created_wall = now.wall};
+    bq_segment_meta_t meta = {.seq = seq,
+                              .first_lsn = b->lsns.last + 1,
+                              .epoch = b->epoch,
+                              .created_wall = now.wall,
+                              .checkpoint = checkpoint};
+    snprintf(meta.node_id, sizeof meta.node_id, "%s", b->cfg.node_id ? b->cfg.node_id : "");
+    snprintf(meta.cluster_id, sizeof meta.cluster_id, "%s",
+             b->cfg.cluster_id ? b->cfg.cluster_id : "");
     uint64_t size = bq_binlog_segment_alloc(b->cfg.seg_size, b->live_jobs), start = 0;
     if (grow_segs(b) != 0)
         return -ENOMEM;
     int fd = fault_now(b) ? -ENOSPC : bq_segment_create(b->cfg.dir, &meta, size, &start);
     if (fd < 0)
         return fd;
-    b->segs[b->nsegs++] = (seg_t){.seq = seq, .size = size};
+    b->segs[b->nsegs++] = (seg_t){.seq = seq,
+                                  .first_lsn = meta.first_lsn,
+                                  .epoch = meta.epoch,
+                                  .created_wall = meta.created_wall,
+                                  .data_start = start,
+                                  .checkpoint = checkpoint,
+                                  .size = size};
     b->total += size;
     b->fd = fd;
     b->data_end = start;
     b->prealloc = size;
+    return 0;
+}
+
+/* Creates segment seq as the current one and logs its opening records. */
+static int open_segment(bq_binlog_t *b, uint64_t seq, bq_now_t now)
+{
+    int r = bq__binlog_create_segment(b, seq, true, now);
+    if (r != 0)
+        return r;
     b->fresh = b->in_checkpoint = true;
     bq_engine_log_checkpoint(b->engine, now);
     b->in_checkpoint = false;
@@ -323,29 +314,36 @@ int bq_binlog_start(bq_binlog_t *b, bq_engine_t *e, bq_now_t now)
                b->cfg.dir, strerror(-r));
         return BQ_BINLOG_EDIR;
     }
-    bq_engine_each_job_file(e, count_job, b);
-    uint64_t end = b->nsegs > 0 && current(b)->seq == res.last_seq ? res.end_offset : 0;
+    bq_engine_each_job_file(e, bq__binlog_count_job, b);
+    uint64_t end = b->nsegs > 0 && bq__binlog_current(b)->seq == res.last_seq ? res.end_offset : 0;
     if (b->nsegs > 0 && close_last(b, end) != 0)
         return BQ_BINLOG_EDIR;
     b->lsns.last = b->lsns.written = b->lsns.synced = b->release = res.last_lsn;
+    b->epoch = b->cfg.new_epoch ? res.last_epoch + 1 : res.last_epoch;
+    if (b->cfg.follower) {
+        bq_log(BQ_LOG_INFO, "binlog open (standby)", "dir=\"%s\" jobs=%llu last_lsn=%llu epoch=%llu",
+               b->cfg.dir, (unsigned long long)b->live_jobs, (unsigned long long)res.last_lsn,
+               (unsigned long long)b->epoch);
+        return 0;
+    }
     /* Past every number replay saw, even one it moved aside. */
     uint64_t seq =
-        (b->nsegs > 0 && current(b)->seq > res.last_seq ? current(b)->seq : res.last_seq) + 1;
+        (b->nsegs > 0 && bq__binlog_current(b)->seq > res.last_seq ? bq__binlog_current(b)->seq : res.last_seq) + 1;
     r = open_segment(b, seq, now);
     if (r != 0) {
         bq_log(BQ_LOG_ERROR, "cannot create a binlog segment", "dir=\"%s\" seq=%llu err=\"%s\"",
                b->cfg.dir, (unsigned long long)seq, strerror(-r));
         return BQ_BINLOG_EDIR;
     }
-    bq_log(BQ_LOG_INFO, "binlog open", "dir=\"%s\" segment=%llu jobs=%llu next_lsn=%llu",
+    bq_log(BQ_LOG_INFO, "binlog open", "dir=\"%s\" segment=%llu jobs=%llu next_lsn=%llu epoch=%llu",
            b->cfg.dir, (unsigned long long)seq, (unsigned long long)b->live_jobs,
-           (unsigned long long)(res.last_lsn + 1));
+           (unsigned long long)(res.last_lsn + 1), (unsigned long long)b->epoch);
     return 0;
 }
 
 /* ---- appending ---- */
 
-static int ensure_batch(bq_binlog_t *b, size_t need)
+int bq__binlog_ensure_batch(bq_binlog_t *b, size_t need)
 {
     if (need <= b->batch_cap)
         return 0;
@@ -373,7 +371,7 @@ bool bq_binlog_room(void *arg, size_t bytes, bool is_delete)
     uint64_t grow_to = 0;
 
     /* The batch has room too, so the log hook need not allocate. */
-    if (ensure_batch(b, b->batch_len + BQ_FRAME_HEADER + bytes) != 0)
+    if (bq__binlog_ensure_batch(b, b->batch_len + BQ_FRAME_HEADER + bytes) != 0)
         return false;
     switch (bq_binlog_room_decide(&sp, bytes, is_delete, &grow_to)) {
     case BQ_BINLOG_ROOM_GRANT:
@@ -393,7 +391,7 @@ bool bq_binlog_room(void *arg, size_t bytes, bool is_delete)
         return false;
     }
     b->total += grow_to - b->prealloc;
-    current(b)->size = grow_to;
+    bq__binlog_current(b)->size = grow_to;
     b->prealloc = grow_to;
     return true;
 }
@@ -414,7 +412,7 @@ uint32_t bq_binlog_log(void *arg, const bq_log_entry_t *en)
     bq_binlog_t *b = arg;
     size_t need = b->batch_len + BQ_FRAME_HEADER + en->len;
 
-    if (ensure_batch(b, need) != 0) {
+    if (bq__binlog_ensure_batch(b, need) != 0) {
         /* Only records logged without a room check (a segment's opening
          * records) can get here; the log must not lose a record. */
         bq_logm(BQ_LOG_ERROR, "out of memory in the binlog batch");
@@ -422,10 +420,10 @@ uint32_t bq_binlog_log(void *arg, const bq_log_entry_t *en)
     }
     uint64_t lsn = ++b->lsns.last;
     uint8_t *p = b->batch + b->batch_len;
-    bq_frame_header(p, lsn, 0, en->data, (uint32_t)en->len);
+    bq_frame_header(p, lsn, b->epoch, en->data, (uint32_t)en->len);
     memcpy(p + BQ_FRAME_HEADER, en->data, en->len);
     b->batch_len = need;
-    seg_t *cur = current(b);
+    seg_t *cur = bq__binlog_current(b);
     if (en->full) {
         cur->jobs++;
         if (en->prev_file)
@@ -463,6 +461,7 @@ static int write_batch(bq_binlog_t *b)
         off += (size_t)n;
     }
     b->data_end += off;
+    b->bytes_out += off;
     b->batch_len -= off;
     if (b->batch_len > 0)
         memmove(b->batch, b->batch + off, b->batch_len);
@@ -517,7 +516,7 @@ static void after_write(bq_binlog_t *b)
 }
 
 /* Writes the pending batch, if the log is not failing. */
-static void flush(bq_binlog_t *b)
+void bq__binlog_flush(bq_binlog_t *b)
 {
     if (b->batch_len == 0 || b->write_failed)
         return;
@@ -531,6 +530,8 @@ static void flush(bq_binlog_t *b)
     }
     recovered(b);
     after_write(b);
+    if (b->written)
+        b->written(b->written_arg);
 }
 
 /* ---- fsync ---- */
@@ -578,7 +579,7 @@ static void start_sync(bq_binlog_t *b)
     b->syncing = true;
     b->sync_again = false;
     b->sync_lsn = b->lsns.written;
-    b->sync_seq = current(b)->seq;
+    b->sync_seq = bq__binlog_current(b)->seq;
     b->sync_off = b->data_end;
     b->sync_fd = b->fd;
     b->dirty_since = -1;
@@ -595,7 +596,7 @@ static void on_retry(uv_timer_t *t)
 {
     bq_binlog_t *b = t->data;
     b->write_failed = false;
-    flush(b);
+    bq__binlog_flush(b);
     if (b->sync_failed && !b->write_failed) {
         b->sync_failed = false;
         start_sync(b);
@@ -617,7 +618,7 @@ uint64_t bq_binlog_release_lsn(const bq_binlog_t *b)
 /* Before a rotation (unless -F): fsyncs the current segment on the loop
  * thread, so no later segment can exist on disk while this one misses
  * frames (a gap replay would refuse). Rare: once per -s bytes. 0 or -1. */
-static int sync_before_rotation(bq_binlog_t *b)
+int bq__binlog_sync_before_rotation(bq_binlog_t *b)
 {
     if (b->cfg.sync == BQ_BINLOG_SYNC_NEVER || b->lsns.synced >= b->lsns.written)
         return 0;
@@ -630,7 +631,7 @@ static int sync_before_rotation(bq_binlog_t *b)
     }
     bq_binlog_lsns_synced(&b->lsns, b->lsns.written);
     b->dirty_since = -1;
-    note_synced(b, current(b)->seq, b->data_end, b->lsns.written);
+    note_synced(b, bq__binlog_current(b)->seq, b->data_end, b->lsns.written);
     update_release(b);
     return 0;
 }
@@ -640,11 +641,11 @@ static void maybe_rotate(bq_binlog_t *b, bq_now_t now)
     int64_t ms = (int64_t)uv_now(b->loop);
     if (failing(b) ||
         !bq_binlog_rotate_due(b->data_end, b->cfg.seg_size, b->fresh, ms, b->rotate_retry_at) ||
-        sync_before_rotation(b) != 0)
+        bq__binlog_sync_before_rotation(b) != 0)
         return;
     int old_fd = b->fd;
     uint64_t old_end = b->data_end, old_prealloc = b->prealloc;
-    uint64_t old_seq = current(b)->seq;
+    uint64_t old_seq = bq__binlog_current(b)->seq;
     int r = open_segment(b, old_seq + 1, now);
     if (r != 0) {
         b->rotate_retry_at = ms + ROTATE_RETRY_MS;
@@ -654,19 +655,26 @@ static void maybe_rotate(bq_binlog_t *b, bq_now_t now)
         return;
     }
     b->rotate_retry_at = 0;
-    b->segs[b->nsegs - 2].size = old_end;
-    b->total -= old_prealloc - old_end;
+    bq__binlog_retire(b, old_fd, old_end, old_prealloc);
+}
+
+void bq__binlog_retire(bq_binlog_t *b, int fd, uint64_t end, uint64_t prealloc)
+{
+    seg_t *old = &b->segs[b->nsegs - 2];
+    old->size = end;
+    if (prealloc > end)
+        b->total -= prealloc - end;
     /* Only the zero tail goes: losing this to a crash is harmless. */
-    if (ftruncate(old_fd, (off_t)old_end) != 0)
+    if (prealloc > end && ftruncate(fd, (off_t)end) != 0)
         bq_log(BQ_LOG_WARN, "cannot trim a binlog segment", "seq=%llu err=\"%s\"",
-               (unsigned long long)old_seq, strerror(errno));
-    if (!(b->syncing && b->sync_fd == old_fd))
-        close(old_fd); /* else on_synced closes it */
+               (unsigned long long)old->seq, strerror(errno));
+    if (!(b->syncing && b->sync_fd == fd))
+        close(fd); /* else on_synced closes it */
 }
 
 /* ---- compaction ---- */
 
-static void unlink_oldest(bq_binlog_t *b)
+void bq__binlog_unlink_oldest(bq_binlog_t *b)
 {
     char path[PATH_MAX];
     bq_segment_path(path, sizeof path, b->cfg.dir, b->segs[0].seq);
@@ -734,7 +742,7 @@ static bool compact(bq_binlog_t *b, bq_now_t now)
         case BQ_BINLOG_COMPACT_UNLINK:
             if (b->segs[0].moved_lsn > durable)
                 return false; /* the next write or fsync brings us back */
-            unlink_oldest(b);
+            bq__binlog_unlink_oldest(b);
             break;
         case BQ_BINLOG_COMPACT_MIGRATE:
             return failing(b) ? false : migrate(b, now);
@@ -746,10 +754,12 @@ static bool compact(bq_binlog_t *b, bq_now_t now)
 
 bool bq_binlog_turn(bq_binlog_t *b, bq_now_t now)
 {
-    flush(b);
+    bq__binlog_flush(b);
+    if (b->cfg.follower)
+        return false; /* the primary's stream rotates, compaction follows it */
     maybe_rotate(b, now);
     bool more = compact(b, now);
-    flush(b);
+    bq__binlog_flush(b);
     if (b->batch_len == 0 && b->batch_cap > BATCH_KEEP) {
         free(b->batch);
         b->batch = NULL;
@@ -793,7 +803,7 @@ void bq_binlog_free(bq_binlog_t *b)
         if (ftruncate(b->fd, (off_t)b->data_end) != 0 || fsync(b->fd) != 0)
             bq_log(BQ_LOG_ERROR, "cannot close the binlog segment", "err=\"%s\"", strerror(errno));
         else
-            note_synced(b, current(b)->seq, b->data_end, b->lsns.written);
+            note_synced(b, bq__binlog_current(b)->seq, b->data_end, b->lsns.written);
         close(b->fd);
     }
     free(b->segs);

@@ -21,7 +21,20 @@ typedef struct bq_binlog_config {
     bq_binlog_sync_t sync; /* -f 0, -f MS or -F */
     uint64_t fsync_ms;     /* MS for BQ_BINLOG_SYNC_TIMED */
     bool skip_corrupt;     /* --binlog-skip-corrupt */
+    bool follower;         /* standby: frames come from the primary (bq_binlog_follow_*) */
+    bool new_epoch;        /* primary: start a new epoch (the log's last epoch + 1) */
+    const char *node_id;    /* stamped in segment headers (borrowed); NULL = "" */
+    const char *cluster_id; /* likewise */
 } bq_binlog_config_t;
+
+/* A segment on disk, for replication's sender. */
+typedef struct bq_binlog_seg_info {
+    uint64_t seq, first_lsn, epoch;
+    int64_t created_wall;
+    uint64_t data_start; /* offset of its first frame */
+    uint64_t data_end;   /* frames lie before this offset (a zero header may end them sooner) */
+    bool current;        /* the one being appended to */
+} bq_binlog_seg_info_t;
 
 /* Errors of bq_binlog_open and bq_binlog_start. */
 enum {
@@ -67,6 +80,45 @@ bool bq_binlog_failing(const bq_binlog_t *b);
 
 /* Adds the binlog figures to a `stats` reply. */
 void bq_binlog_fill_info(const bq_binlog_t *b, bq_server_info_t *info);
+
+/* Calls written(arg) after new frames reached the current segment's file
+ * (replication's senders read them from there). */
+void bq_binlog_on_write(bq_binlog_t *b, void (*written)(void *arg), void *arg);
+
+/* The directory (borrowed from the config). */
+const char *bq_binlog_dir(const bq_binlog_t *b);
+
+/* The epoch this node writes (primary) or last followed (standby). */
+uint64_t bq_binlog_epoch(const bq_binlog_t *b);
+
+/* The last LSN written to the file, and the last one as durable as the -f
+ * mode makes anything (fsynced; written under -F). */
+uint64_t bq_binlog_written_lsn(const bq_binlog_t *b);
+uint64_t bq_binlog_durable_lsn(const bq_binlog_t *b);
+
+/* Bytes of frames written since start (for replication lag in bytes). */
+uint64_t bq_binlog_written_bytes(const bq_binlog_t *b);
+
+/* Segments on disk, oldest first: how many, and segment i of them. */
+size_t bq_binlog_nsegs(const bq_binlog_t *b);
+void bq_binlog_seg(const bq_binlog_t *b, size_t i, bq_binlog_seg_info_t *out);
+
+/* Standby: the primary's stream enters its segment that starts at
+ * primary_first in epoch. Unless the current segment already follows that
+ * one, syncs and closes the current segment, opens a new one at the next
+ * LSN (checkpoint: it starts exactly at primary_first) and removes old
+ * segments no longer needed. 0, or -errno (logged). */
+int bq_binlog_follow_segment(bq_binlog_t *b, uint64_t primary_first, uint64_t epoch,
+                             int64_t created_wall, bq_now_t now);
+
+/* Standby: appends whole, checked frames data[0..len), the last with LSN
+ * last_lsn, to this turn's batch. 0, or -1 when out of memory or no
+ * segment is open. */
+int bq_binlog_follow_frames(bq_binlog_t *b, const uint8_t *data, size_t len, uint64_t last_lsn,
+                            uint64_t epoch);
+
+/* The number of the current segment (the `file` of records applied now). */
+uint32_t bq_binlog_current_file(const bq_binlog_t *b);
 
 /* Shutdown: closes the binlog's timers, so the loop can finish; no fsync
  * starts after this. NULL is a no-op. */

@@ -63,9 +63,7 @@ struct bq_conn {
     bool throttled; /* too much unsent output: neither read nor feed */
     bool writing;   /* a uv_write is in progress */
     bool failed;    /* out of memory: close at the next chance */
-    /* binlog: output appended from untagged_from on has no mark yet */
-    bool untagged;
-    uint64_t untagged_from;
+    uint64_t tagged_lsn; /* binlog: the highest LSN its output waits for */
     bq_trace_t trace;
 };
 
@@ -140,7 +138,10 @@ static size_t feed(bq_conn_t *c, const char *data, size_t len, bq_now_t now)
     size_t off = 0;
     while (off < len && can_feed(c)) {
         size_t n = slice_len(data + off, len - off);
+        if (c->srv->binlog)
+            c->srv->feed_lsn = bq_binlog_last_lsn(c->srv->binlog);
         size_t used = bq_session_feed(c->session, data + off, n, now);
+        c->srv->feed_lsn = UINT64_MAX;
         off += used;
         if (used < n)
             break;
@@ -281,9 +282,14 @@ void bq_conn_send(void *conn, const char *data, size_t len)
         return;
     if (bq_log_enabled(BQ_LOG_TRACE))
         bq_trace_reply(&c->trace, c->fd, data, len);
-    if (c->srv->binlog && !c->untagged) {
-        c->untagged = true;
-        c->untagged_from = c->out.appended;
+    /* A reply sent while commands logged records (its own or, for a woken
+     * reserve, another connection's put) waits until they are released. */
+    if (c->srv->binlog) {
+        uint64_t lsn = bq_binlog_last_lsn(c->srv->binlog);
+        if (lsn > c->srv->feed_lsn && lsn > c->tagged_lsn) {
+            bq_outq_tag(&c->out, c->out.appended, lsn);
+            c->tagged_lsn = lsn;
+        }
     }
     if (bq_outq_append(&c->out, data, len) != 0) {
         c->failed = true;
@@ -372,20 +378,12 @@ static int write_out(bq_conn_t *c, size_t limit)
     return 0;
 }
 
-/* Binlog: tags the output queued since the last flush and returns how many
- * queued bytes may be written now; puts c on the gated list when some must
+/* Binlog: returns how many queued bytes may be written now (the rest waits
+ * for its LSN to be released); puts c on the gated list when some must
  * wait. */
 static size_t releasable(bq_conn_t *c)
 {
-    bq_binlog_t *b = c->srv->binlog;
-    uint64_t release = bq_binlog_release_lsn(b);
-
-    if (c->untagged) {
-        c->untagged = false;
-        uint64_t lsn = bq_binlog_last_lsn(b);
-        if (lsn > release)
-            bq_outq_tag(&c->out, c->untagged_from, lsn);
-    }
+    uint64_t release = bq_server_release_lsn(c->srv);
     size_t n = bq_outq_releasable(&c->out, release);
     if (n == c->out.bytes)
         bq_list_remove(&c->gated);

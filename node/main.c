@@ -116,6 +116,8 @@ int main(int argc, char **argv)
         r = drop_privileges_and_open_binlog(&f);
     else
         r = init_exit_code(r);
+    if (r == 0 && bq_server_start_cluster(&server, &f, argv) != 0)
+        r = 1;
     if (r == 0)
         bq_server_run(&server);
     bq_server_free(&server);

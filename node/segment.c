@@ -158,6 +158,7 @@ static size_t pack_prefix(const bq_segment_meta_t *meta, uint8_t *out)
     h.cluster_id = (char *)meta->cluster_id;
     h.node_id = (char *)meta->node_id;
     h.created_wall = meta->created_wall;
+    h.checkpoint = meta->checkpoint;
     size_t n = bq__log__segment_header__get_packed_size(&h);
     if (n > sizeof packed)
         return 0;
@@ -260,6 +261,7 @@ bq_segment_status_t bq_segment_decode_meta(const uint8_t *buf, size_t avail,
     meta->first_lsn = h->first_lsn;
     meta->epoch = h->epoch;
     meta->created_wall = h->created_wall;
+    meta->checkpoint = h->checkpoint;
     bool ok = copy_id(meta->cluster_id, sizeof meta->cluster_id, h->cluster_id) &&
               copy_id(meta->node_id, sizeof meta->node_id, h->node_id);
     bq__log__segment_header__free_unpacked(h, NULL);

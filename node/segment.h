@@ -21,6 +21,7 @@ typedef struct bq_segment_meta {
     int64_t created_wall;
     char cluster_id[64];
     char node_id[64];
+    bool checkpoint; /* it starts with a checkpoint (always, on a primary) */
 } bq_segment_meta_t;
 
 /* Takes DIR/lock with fcntl(F_SETLK) and keeps its fd open for the life of

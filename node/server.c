@@ -12,10 +12,16 @@
 #include "clock.h"
 #include "conn.h"
 
+/* A standby runs no timers: its engine changes only by the primary's records. */
+static bool standby(const bq_server_t *s)
+{
+    return s->cluster && bq_cluster_standby(s->cluster);
+}
+
 bq_now_t bq_server_now(bq_server_t *s)
 {
     bq_now_t now = bq_clock_now();
-    if (bq_engine_next_due(s->engine) <= now.mono)
+    if (!standby(s) && bq_engine_next_due(s->engine) <= now.mono)
         bq_engine_tick(s->engine, now);
     return now;
 }
@@ -28,7 +34,7 @@ static void on_timer(uv_timer_t *t)
 
 static void arm_timer(bq_server_t *s)
 {
-    int64_t due = bq_engine_next_due(s->engine);
+    int64_t due = standby(s) ? BQ_NEVER : bq_engine_next_due(s->engine);
     if (due == BQ_NEVER) {
         uv_timer_stop(&s->timer);
         return;
@@ -68,7 +74,10 @@ static void on_prepare(uv_prepare_t *p)
 static void on_accept(bq_listener_t *l, int fd)
 {
     bq_server_t *s = l->data;
-    bq_conn_open(s, fd);
+    if (standby(s))
+        bq_cluster_accept(s->cluster, fd);
+    else
+        bq_conn_open(s, fd);
 }
 
 static void close_handle(uv_handle_t *h)
@@ -89,6 +98,7 @@ static void stop(bq_server_t *s, const char *why)
     while ((l = bq_list_pop(&s->conns)))
         bq_conn_close_link(l);
     bq_binlog_stop(s->binlog);
+    bq_cluster_close(s->cluster);
     close_handle((uv_handle_t *)&s->timer);
     close_handle((uv_handle_t *)&s->prepare);
     close_handle((uv_handle_t *)&s->idle);
@@ -102,6 +112,7 @@ static void on_signal(uv_signal_t *h, int signum)
     bq_server_t *s = h->data;
 
     if (signum == SIGUSR1) {
+        s->drain_signal = true;
         bq_engine_set_draining(s->engine, true);
         bq_logm(BQ_LOG_INFO, "entering drain mode");
         return;
@@ -144,11 +155,15 @@ static void server_info(void *arg, bq_server_info_t *info)
     bq_sysinfo_fill(&s->info, info);
     if (s->binlog)
         bq_binlog_fill_info(s->binlog, info);
+    if (s->cluster)
+        bq_cluster_fill_info(s->cluster, info);
 }
 
 static bool log_room(void *arg, size_t bytes, bool is_delete)
 {
     bq_server_t *s = arg;
+    if (bq_cluster_refusing(s->cluster))
+        return false; /* too few standbys in sync, fallback "refuse" */
     return bq_binlog_room(s->binlog, bytes, is_delete);
 }
 
@@ -182,6 +197,7 @@ int bq_server_init(bq_server_t *s, const bq_flags_t *f)
     bq_list_init(&s->pending);
     bq_list_init(&s->gated);
     s->listener.fd = s->listener.spare_fd = -1;
+    s->feed_lsn = UINT64_MAX;
     int r = uv_loop_init(&s->loop);
     if (r != 0) {
         bq_log(BQ_LOG_ERROR, "cannot create the event loop", "err=\"%s\"", uv_strerror(r));
@@ -201,13 +217,43 @@ int bq_server_init(bq_server_t *s, const bq_flags_t *f)
     return start_handles(s) == 0 ? 0 : BQ_SERVER_EINIT;
 }
 
+uint64_t bq_server_release_lsn(bq_server_t *s)
+{
+    uint64_t local = bq_binlog_release_lsn(s->binlog);
+    return s->cluster ? bq_cluster_release(s->cluster, local) : local;
+}
+
+void bq_server_released(bq_server_t *s)
+{
+    bq_list_t *l;
+    if (s->stopping)
+        return;
+    bool refusing = bq_cluster_refusing(s->cluster);
+    if (bq_engine_draining(s->engine) != (s->drain_signal || refusing)) {
+        bq_engine_set_draining(s->engine, s->drain_signal || refusing);
+        bq_log(refusing ? BQ_LOG_WARN : BQ_LOG_INFO,
+               refusing ? "too few standbys in sync: refusing writes"
+                        : "enough standbys in sync: taking writes again",
+               "sync_state=%s", refusing ? "refusing" : "sync");
+    }
+    while ((l = bq_list_pop(&s->gated)))
+        bq_conn_ungate(l);
+}
+
 /* The binlog released more replies: flush every connection holding some. */
 static void on_released(void *arg)
 {
     bq_server_t *s = arg;
-    bq_list_t *l;
-    while ((l = bq_list_pop(&s->gated)))
-        bq_conn_ungate(l);
+    if (s->cluster)
+        bq_cluster_synced(s->cluster);
+    bq_server_released(s);
+}
+
+static void on_written(void *arg)
+{
+    bq_server_t *s = arg;
+    if (s->cluster)
+        bq_cluster_written(s->cluster);
 }
 
 int bq_server_start_binlog(bq_server_t *s, const bq_flags_t *f)
@@ -222,15 +268,30 @@ int bq_server_start_binlog(bq_server_t *s, const bq_flags_t *f)
                                    : BQ_BINLOG_SYNC_TIMED,
         .fsync_ms = f->fsync_ms,
         .skip_corrupt = f->skip_corrupt,
+        .follower = f->role == BQ_ROLE_STANDBY,
+        .new_epoch = f->role == BQ_ROLE_PRIMARY,
+        .node_id = f->node_id,
+        .cluster_id = f->cluster_id,
     };
+    /* A standby's acks say "durable": it syncs what it receives at once. */
+    if (cfg.follower && cfg.sync == BQ_BINLOG_SYNC_TIMED)
+        cfg.sync = BQ_BINLOG_SYNC_ALWAYS;
     int r = bq_binlog_open(&s->binlog, &s->loop, &cfg);
     if (r == 0) {
         bq_binlog_on_release(s->binlog, on_released, s);
+        bq_binlog_on_write(s->binlog, on_written, s);
         r = bq_binlog_start(s->binlog, s->engine, bq_clock_now());
     }
     if (r == BQ_BINLOG_EREPLAY)
         return BQ_SERVER_EREPLAY;
     return r == 0 ? 0 : BQ_SERVER_EBINLOG;
+}
+
+int bq_server_start_cluster(bq_server_t *s, const bq_flags_t *f, char **argv)
+{
+    if (f->role == BQ_ROLE_SINGLE)
+        return 0;
+    return bq_cluster_start(&s->cluster, s, f, argv) == 0 ? 0 : BQ_SERVER_EINIT;
 }
 
 void bq_server_run(bq_server_t *s)
@@ -248,12 +309,15 @@ void bq_server_free(bq_server_t *s)
 {
     bq_listen_close(&s->listener);
     bq_binlog_stop(s->binlog);
+    bq_cluster_close(s->cluster);
     if (s->loop.data == s) {
         /* After a failed init some handles may still be open. */
         uv_walk(&s->loop, close_walk, NULL);
         uv_run(&s->loop, UV_RUN_DEFAULT);
         uv_loop_close(&s->loop);
     }
+    bq_cluster_free(s->cluster);
+    s->cluster = NULL;
     bq_binlog_free(s->binlog);
     s->binlog = NULL;
     if (s->engine)

@@ -7,6 +7,7 @@
 #include <uv.h>
 
 #include "binlog.h"
+#include "cluster.h"
 #include "flags.h"
 #include "list.h"
 #include "listen.h"
@@ -38,6 +39,9 @@ typedef struct bq_server {
     bool stopping;
     bq_sysinfo_t info;
     bq_binlog_t *binlog; /* NULL without -b */
+    bq_cluster_t *cluster; /* NULL unless --role */
+    bool drain_signal;     /* SIGUSR1 turned drain mode on */
+    uint64_t feed_lsn;     /* the last LSN when input feeding began; UINT64_MAX outside */
 } bq_server_t;
 
 /* Creates the loop, engine, listener and handles from the flags. Returns 0
@@ -48,6 +52,20 @@ int bq_server_init(bq_server_t *s, const bq_flags_t *f);
  * bq_server_init and any privilege drop). Returns 0 or BQ_SERVER_EBINLOG /
  * BQ_SERVER_EREPLAY (logged). Without -b: returns 0. */
 int bq_server_start_binlog(bq_server_t *s, const bq_flags_t *f);
+
+/* With --role: starts replication (after bq_server_start_binlog); argv is
+ * the process's, kept for a standby's restart after a resync. 0, or
+ * BQ_SERVER_EINIT (logged). */
+int bq_server_start_cluster(bq_server_t *s, const bq_flags_t *f, char **argv);
+
+/* The LSN replies may be released up to: the binlog's release point, held
+ * back further by the commit point of synchronous replication. */
+uint64_t bq_server_release_lsn(bq_server_t *s);
+
+/* The release point may have moved: flushes the connections holding
+ * replies back, and refuses or takes writes again as the sync fallback
+ * says. */
+void bq_server_released(bq_server_t *s);
 
 /* Runs the loop until SIGTERM or SIGINT has closed every handle. */
 void bq_server_run(bq_server_t *s);

@@ -51,6 +51,7 @@ typedef struct bq_server_info {
     const char *hostname; /* uname nodename */
     const char *os;       /* uname version */
     const char *platform; /* uname machine */
+    const char *extra;    /* more "key: value\n" lines after beanstalkd's (cluster mode) */
 } bq_server_info_t;
 
 /* A durable change, handed to the log hook: one packed bq.log.Record. */

@@ -59,7 +59,7 @@ void bq__stats_server(bq_engine_t *e, bq_client_t *c, bq_now_t now)
     (void)now;
     bq_server_info_t si = {0};
     e->hooks.server_info(e->hooks.arg, &si);
-    char ops[1024], buf[4096];
+    char ops[1024], buf[8192];
     int nops = format_op_counts(e, ops, sizeof ops);
     int n = snprintf(
         buf, sizeof buf,
@@ -74,7 +74,7 @@ void bq__stats_server(bq_engine_t *e, bq_client_t *c, bq_now_t now)
         "\nuptime: %" PRIu64 "\nbinlog-oldest-index: %" PRIu64
         "\nbinlog-current-index: %" PRIu64 "\nbinlog-records-migrated: %" PRIu64
         "\nbinlog-records-written: %" PRIu64 "\nbinlog-max-size: %" PRIu64
-        "\ndraining: %s\nid: %s\nhostname: \"%s\"\nos: \"%s\"\nplatform: \"%s\"\n",
+        "\ndraining: %s\nid: %s\nhostname: \"%s\"\nos: \"%s\"\nplatform: \"%s\"\n%s",
         e->urgent_ct, e->ready_ct, e->reserved_ct, e->delayed_ct, e->buried_ct,
         nops < 0 ? 0 : nops, ops, e->timeout_ct, e->total_jobs_ct, e->max_job_size, e->ntubes,
         e->nclients, e->producers, e->workers, e->waiting_ct, e->total_conns, si.pid,
@@ -82,7 +82,8 @@ void bq__stats_server(bq_engine_t *e, bq_client_t *c, bq_now_t now)
         si.stime_us / 1000000, si.stime_us % 1000000, si.uptime_s, si.binlog_oldest_index,
         si.binlog_current_index, si.binlog_records_migrated, si.binlog_records_written,
         si.binlog_max_size, e->draining ? "true" : "false", si.id ? si.id : "",
-        si.hostname ? si.hostname : "", si.os ? si.os : "", si.platform ? si.platform : "");
+        si.hostname ? si.hostname : "", si.os ? si.os : "", si.platform ? si.platform : "",
+        si.extra ? si.extra : "");
     send_formatted(e, c, buf, sizeof buf, nops < 0 ? -1 : n);
 }
 

@@ -1,0 +1,96 @@
+/* Synchronous replication accounting on the primary: which LSN replies may
+ * be released up to (the commit point), given the local binlog's release
+ * point and the standbys' acknowledgements, and what happens when too few
+ * standbys are in sync (--sync-fallback). Pure: time is passed in (ns,
+ * monotonic).
+ *
+ *   commit = min(local release, the need-th highest flushed LSN among the
+ *            standbys)                           while sync is in force
+ *   commit = local release                       without sync standbys, or
+ *                                                while degraded to async
+ *
+ * A standby is "in sync" once, connected, it has flushed everything the
+ * primary had logged when it connected (its catch-up target); it stays in
+ * sync until it disconnects. When fewer than `need` standbys are in sync
+ * for longer than the timeout, the fallback comes into force: ASYNC
+ * releases replies at the local release point (what the standbys lack can
+ * be lost in a failover), REFUSE makes the node refuse writes (put answers
+ * DRAINING, other changes OUT_OF_MEMORY) while replies already waiting keep
+ * waiting for a standby. Once enough standbys are in sync, sync is back.
+ * The commit point never goes backwards. */
+#ifndef BQ_REPL_COMMIT_H
+#define BQ_REPL_COMMIT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define BQ_COMMIT_MAX_STANDBYS 8
+
+typedef enum bq_fallback {
+    BQ_FALLBACK_REFUSE = 0,
+    BQ_FALLBACK_ASYNC,
+} bq_fallback_t;
+
+typedef enum bq_sync_state {
+    BQ_SYNC_OFF = 0,   /* no sync standbys wanted (need 0): async */
+    BQ_SYNC_ON,        /* enough standbys in sync */
+    BQ_SYNC_WAITING,   /* too few, for less than the timeout: replies wait */
+    BQ_SYNC_DEGRADED,  /* fallback async in force: replies do not wait */
+    BQ_SYNC_REFUSING,  /* fallback refuse in force: writes are refused */
+} bq_sync_state_t;
+
+typedef struct bq_commit_standby {
+    bool connected;
+    bool in_sync;
+    uint64_t target;  /* catch-up target: the primary's last LSN at connect */
+    uint64_t written, flushed, applied;
+    int64_t acked_at; /* when its last ack arrived (ns) */
+} bq_commit_standby_t;
+
+typedef struct bq_commit {
+    unsigned need;          /* --sync-standbys */
+    bq_fallback_t fallback; /* --sync-fallback */
+    int64_t timeout_ns;     /* --sync-timeout */
+    bq_sync_state_t state;
+    int64_t short_since;    /* when too few standbys became in sync; -1 when enough */
+    uint64_t commit;        /* the commit point */
+    uint64_t last_lsn;      /* the primary's last logged LSN */
+    size_t n;
+    bq_commit_standby_t sb[BQ_COMMIT_MAX_STANDBYS];
+} bq_commit_t;
+
+/* Sets up accounting for n standbys (n <= BQ_COMMIT_MAX_STANDBYS) of which
+ * need must acknowledge, with the commit point at lsn, at now. */
+void bq_commit_init(bq_commit_t *c, size_t n, unsigned need, bq_fallback_t fallback,
+                    int64_t timeout_ns, uint64_t lsn, int64_t now);
+
+/* The primary logged up to lsn. */
+void bq_commit_logged(bq_commit_t *c, uint64_t lsn);
+
+/* Standby i connected; durable_lsn is what its hello said it holds (an
+ * earlier, higher flushed LSN of it is forgotten: it may have lost data). */
+void bq_commit_connected(bq_commit_t *c, size_t i, uint64_t durable_lsn, int64_t now);
+
+/* Standby i disconnected. */
+void bq_commit_disconnected(bq_commit_t *c, size_t i, int64_t now);
+
+/* Standby i acknowledged; positions never go backwards. */
+void bq_commit_ack(bq_commit_t *c, size_t i, uint64_t written, uint64_t flushed,
+                   uint64_t applied, int64_t now);
+
+/* Recomputes the state and the commit point from the local release point at
+ * now, and returns the commit point. */
+uint64_t bq_commit_update(bq_commit_t *c, uint64_t local_release, int64_t now);
+
+/* When the state will change by time alone (the end of WAITING), or
+ * INT64_MAX. */
+int64_t bq_commit_next_deadline(const bq_commit_t *c);
+
+/* Standbys connected and in sync. */
+size_t bq_commit_in_sync(const bq_commit_t *c);
+
+/* The state's name ("off", "sync", "waiting", "degraded", "refusing"). */
+const char *bq_commit_state_name(bq_sync_state_t st);
+
+#endif

@@ -1,0 +1,548 @@
+/* The feeder: the replication listener and one slot per peer. A connection
+ * starts unassigned; its Hello is decided by bq_hs_decide, and an accepted
+ * one takes its peer's slot (replacing an older link of the same standby),
+ * gets a Welcome and then the stream. Acks move the standby's positions in
+ * the commit accounting; every change that may move the commit point is
+ * reported through the committed callback. Heartbeats go out every
+ * idle_ms / 4, so a standby notices a dead primary within idle_ms. */
+#include "feeder.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "handshake.h"
+#include "link.h"
+#include "node/log.h"
+#include "wire.h"
+#include "sender.h"
+
+/* Unassigned connections (TLS or Hello pending) kept at once. */
+#define MAX_PENDING 16
+/* Lag samples: (lsn, time, bytes) after binlog writes. */
+#define SAMPLES 1024
+
+typedef struct conn conn_t;
+
+typedef struct slot {
+    conn_t *conn;  /* NULL when not connected */
+    bq_sender_t sender;
+    bool resyncing; /* its acks describe a log being replaced: ignored */
+    int64_t clock_offset_ms;
+} slot_t;
+
+struct conn {
+    bq_feeder_t *f;
+    bq_link_t *link;
+    int slot; /* -1 until its Hello is accepted */
+    bool closed;
+};
+
+typedef struct sample {
+    uint64_t lsn;
+    int64_t at;
+    uint64_t bytes; /* binlog bytes written up to lsn */
+} sample_t;
+
+struct bq_feeder {
+    uv_loop_t *loop;
+    bq_feeder_config_t cfg;
+    const bq_repl_log_t *log;
+    void (*committed)(void *arg);
+    void *arg;
+    uv_tcp_t listener;
+    bool listening, closing;
+    uv_timer_t beat, deadline;
+    bq_commit_t commit;
+    slot_t slots[BQ_COMMIT_MAX_STANDBYS];
+    conn_t *pending[MAX_PENDING]; /* unassigned connections */
+    const char *names[BQ_COMMIT_MAX_STANDBYS];
+    sample_t samples[SAMPLES];
+    size_t nsamples, sample_head;
+    uint64_t last_lsn;
+};
+
+static int64_t mono_now(void)
+{
+    return (int64_t)uv_hrtime();
+}
+
+static void committed(bq_feeder_t *f)
+{
+    if (f->committed)
+        f->committed(f->arg);
+}
+
+static void pump(conn_t *c)
+{
+    char err[256];
+    if (c->closed || c->slot < 0)
+        return;
+    if (bq_sender_pump(&c->f->slots[c->slot].sender, err, sizeof err) != 0) {
+        bq_log(BQ_LOG_ERROR, "replication: cannot stream the binlog", "standby=%s err=\"%s\"",
+               c->f->names[c->slot], err);
+        c->closed = true;
+        bq_link_close(c->link, err);
+    }
+}
+
+static void send_refuse(conn_t *c, Bq__Repl__RefuseReason why, const char *detail)
+{
+    Bq__Repl__Refuse r = BQ__REPL__REFUSE__INIT;
+    Bq__Repl__Message m = BQ__REPL__MESSAGE__INIT;
+    r.reason = why;
+    r.detail = (char *)detail;
+    m.body_case = BQ__REPL__MESSAGE__BODY_REFUSE;
+    m.refuse = &r;
+    bq_link_send(c->link, &m);
+    c->closed = true;
+    bq_link_close(c->link, detail);
+}
+
+static int send_welcome(conn_t *c, const bq_hs_decision_t *d, uint64_t last)
+{
+    bq_feeder_t *f = c->f;
+    Bq__Repl__Welcome w = BQ__REPL__WELCOME__INIT;
+    Bq__Repl__Message m = BQ__REPL__MESSAGE__INIT;
+    w.node_id = (char *)f->cfg.repl.node_id;
+    w.epoch = f->log->epoch(f->log->arg);
+    w.last_lsn = last;
+    w.start = d->action == BQ_HS_RESUME ? BQ__REPL__START__RESUME : BQ__REPL__START__RESYNC;
+    w.start_lsn = d->start_lsn;
+    w.client_host = (char *)(f->cfg.client_host ? f->cfg.client_host : "");
+    w.client_port = f->cfg.client_port ? (uint32_t)atoi(f->cfg.client_port) : 0;
+    m.body_case = BQ__REPL__MESSAGE__BODY_WELCOME;
+    m.welcome = &w;
+    return bq_link_send(c->link, &m);
+}
+
+/* Decides a Hello with the log as it is now. */
+static void decide(bq_feeder_t *f, conn_t *c, const Bq__Repl__Hello *h, bq_hs_decision_t *d)
+{
+    size_t n = f->log->nsegs(f->log->arg);
+    bq_hs_segment_t *segs = calloc(n ? n : 1, sizeof *segs);
+    if (!segs) {
+        *d = (bq_hs_decision_t){.action = BQ_HS_REFUSE, .detail = "out of memory"};
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        bq_repl_seg_t sg;
+        f->log->seg(f->log->arg, i, &sg);
+        segs[i] = (bq_hs_segment_t){.first_lsn = sg.first_lsn, .epoch = sg.epoch};
+    }
+    bq_hs_primary_t p = {
+        .cluster_id = f->cfg.repl.cluster_id,
+        .node_id = f->cfg.repl.node_id,
+        .epoch = f->log->epoch(f->log->arg),
+        .last_lsn = f->log->written_lsn(f->log->arg),
+        .segs = segs,
+        .nsegs = n,
+        .peers = f->names,
+        .npeers = f->cfg.repl.npeers,
+        .tls_name = bq_link_peer_name(c->link),
+    };
+    bq_hs_decide(&p, h, d);
+    free(segs);
+}
+
+static int slot_of(const bq_feeder_t *f, const char *name)
+{
+    for (size_t i = 0; i < f->cfg.repl.npeers; i++)
+        if (strcmp(f->names[i], name) == 0)
+            return (int)i;
+    return -1;
+}
+
+static void forget_pending(bq_feeder_t *f, conn_t *c)
+{
+    for (size_t k = 0; k < MAX_PENDING; k++)
+        if (f->pending[k] == c)
+            f->pending[k] = NULL;
+}
+
+/* Gives c the slot of its standby, replacing an older link. */
+static void take_slot(bq_feeder_t *f, conn_t *c, int i)
+{
+    slot_t *s = &f->slots[i];
+    if (s->conn) {
+        conn_t *old = s->conn;
+        bq_sender_free(&s->sender);
+        old->slot = -1;
+        old->closed = true;
+        bq_link_close(old->link, "replaced by a new connection of the same standby");
+    }
+    s->conn = c;
+    c->slot = i;
+    forget_pending(f, c);
+}
+
+static void on_hello(conn_t *c, const Bq__Repl__Hello *h)
+{
+    bq_feeder_t *f = c->f;
+    char err[256];
+    if (!f->cfg.primary) {
+        send_refuse(c, BQ__REPL__REFUSE_REASON__NOT_PRIMARY, "this node is not the primary");
+        return;
+    }
+    bq_hs_decision_t d;
+    decide(f, c, h, &d);
+    if (d.action == BQ_HS_REFUSE) {
+        bq_log(BQ_LOG_WARN, "replication: standby refused", "peer=%s node=\"%s\" why=\"%s\"",
+               bq_link_peer_addr(c->link), h->node_id, d.detail);
+        send_refuse(c, d.reason, d.detail);
+        return;
+    }
+    int i = slot_of(f, h->node_id);
+    take_slot(f, c, i);
+    slot_t *s = &f->slots[i];
+    uint64_t last = f->log->written_lsn(f->log->arg);
+    if (bq_sender_init(&s->sender, f->log, c->link, d.seg, d.start_lsn, err, sizeof err) != 0 ||
+        send_welcome(c, &d, last) != 0) {
+        bq_log(BQ_LOG_ERROR, "replication: cannot start streaming", "standby=%s err=\"%s\"",
+               h->node_id, err);
+        c->closed = true;
+        bq_link_close(c->link, "cannot start streaming");
+        return;
+    }
+    s->resyncing = d.action == BQ_HS_RESYNC;
+    bq_commit_connected(&f->commit, (size_t)i, s->resyncing ? 0 : h->last_lsn, mono_now());
+    bq_log(BQ_LOG_INFO, "replication: standby connected",
+           "standby=%s peer=%s security=%s start=%s from_lsn=%llu last_lsn=%llu", h->node_id,
+           bq_link_peer_addr(c->link), bq_link_security(c->link),
+           s->resyncing ? "resync" : "resume", (unsigned long long)d.start_lsn,
+           (unsigned long long)last);
+    pump(c);
+    committed(f);
+}
+
+static void on_ack(conn_t *c, const Bq__Repl__Ack *a)
+{
+    bq_feeder_t *f = c->f;
+    slot_t *s = &f->slots[c->slot];
+    s->clock_offset_ms = (a->wall - bq_repl_wall_ns()) / 1000000;
+    if (s->resyncing)
+        return;
+    bq_commit_ack(&f->commit, (size_t)c->slot, a->written_lsn, a->flushed_lsn, a->applied_lsn,
+                  mono_now());
+    committed(f);
+}
+
+static void on_message(bq_link_t *l, const Bq__Repl__Message *m, void *arg)
+{
+    conn_t *c = arg;
+    (void)l;
+    if (c->closed)
+        return;
+    if (c->slot < 0 && m->body_case == BQ__REPL__MESSAGE__BODY_HELLO)
+        on_hello(c, m->hello);
+    else if (c->slot >= 0 && m->body_case == BQ__REPL__MESSAGE__BODY_ACK)
+        on_ack(c, m->ack);
+    else {
+        bq_log(BQ_LOG_WARN, "replication: unexpected message; closing", "peer=%s message=%s",
+               bq_link_peer_addr(c->link), bq_wire_body_name(m));
+        c->closed = true;
+        bq_link_close(c->link, "unexpected message");
+    }
+}
+
+static void on_open(bq_link_t *l, void *arg)
+{
+    (void)arg;
+    bq_log(BQ_LOG_DEBUG, "replication: link open", "peer=%s security=%s", bq_link_peer_addr(l),
+           bq_link_security(l));
+}
+
+static void on_writable(bq_link_t *l, void *arg)
+{
+    (void)l;
+    pump(arg);
+}
+
+static void on_close(bq_link_t *l, const char *why, void *arg)
+{
+    conn_t *c = arg;
+    bq_feeder_t *f = c->f;
+    (void)l;
+    if (c->slot >= 0 && f->slots[c->slot].conn == c) {
+        slot_t *s = &f->slots[c->slot];
+        bq_sender_free(&s->sender);
+        s->conn = NULL;
+        bq_commit_disconnected(&f->commit, (size_t)c->slot, mono_now());
+        bq_log(BQ_LOG_WARN, "replication: standby disconnected", "standby=%s why=\"%s\"",
+               f->names[c->slot], why);
+        committed(f);
+    } else if (c->slot < 0) {
+        forget_pending(f, c);
+        bq_log(BQ_LOG_INFO, "replication: connection closed", "peer=%s why=\"%s\"",
+               bq_link_peer_addr(l), why);
+    }
+    free(c);
+}
+
+static const bq_link_callbacks_t callbacks = {
+    .on_open = on_open,
+    .on_message = on_message,
+    .on_writable = on_writable,
+    .on_close = on_close,
+};
+
+static void link_config(const bq_feeder_t *f, bq_link_config_t *lc)
+{
+    *lc = (bq_link_config_t){
+        .tls = f->cfg.repl.tls_server,
+        .names = f->names,
+        .nnames = f->cfg.repl.npeers,
+        .max_message = BQ_WIRE_MAX_DEFAULT,
+        .handshake_ms = f->cfg.repl.idle_ms,
+        .idle_ms = f->cfg.repl.idle_ms,
+    };
+}
+
+static void free_handle(uv_handle_t *h)
+{
+    free(h);
+}
+
+/* Accepts a connection and closes it at once, so the backlog cannot fill
+ * up with connections nobody serves. */
+static void drop_connection(bq_feeder_t *f, uv_stream_t *server)
+{
+    uv_tcp_t *t = malloc(sizeof *t);
+    if (!t || uv_tcp_init(f->loop, t) != 0) {
+        free(t);
+        return;
+    }
+    if (uv_accept(server, (uv_stream_t *)t) == 0)
+        bq_logm(BQ_LOG_WARN, "replication: too many pending connections; one dropped");
+    uv_close((uv_handle_t *)t, free_handle);
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    bq_feeder_t *f = server->data;
+    bq_link_config_t lc;
+    if (status < 0 || f->closing)
+        return;
+    size_t k = 0;
+    while (k < MAX_PENDING && f->pending[k])
+        k++;
+    conn_t *c = k < MAX_PENDING ? calloc(1, sizeof *c) : NULL;
+    if (!c) {
+        drop_connection(f, server);
+        return;
+    }
+    c->f = f;
+    c->slot = -1;
+    link_config(f, &lc);
+    if (bq_link_accept(f->loop, server, &lc, &callbacks, c, &c->link) != 0) {
+        free(c);
+        return;
+    }
+    f->pending[k] = c;
+}
+
+/* ---- timers: heartbeats and the end of a sync wait ---- */
+
+static void send_heartbeat(bq_feeder_t *f, conn_t *c)
+{
+    Bq__Repl__Heartbeat h = BQ__REPL__HEARTBEAT__INIT;
+    Bq__Repl__Message m = BQ__REPL__MESSAGE__INIT;
+    h.epoch = f->log->epoch(f->log->arg);
+    h.last_lsn = f->last_lsn;
+    h.commit_lsn = f->commit.commit;
+    h.wall = bq_repl_wall_ns();
+    m.body_case = BQ__REPL__MESSAGE__BODY_HEARTBEAT;
+    m.heartbeat = &h;
+    bq_link_send(c->link, &m);
+}
+
+static void on_beat(uv_timer_t *t)
+{
+    bq_feeder_t *f = t->data;
+    for (size_t i = 0; i < f->cfg.repl.npeers; i++) {
+        conn_t *c = f->slots[i].conn;
+        if (c && !c->closed)
+            send_heartbeat(f, c);
+    }
+}
+
+static void on_deadline(uv_timer_t *t)
+{
+    committed(t->data);
+}
+
+bq_feeder_t *bq_feeder_new(uv_loop_t *loop, const bq_feeder_config_t *cfg,
+                           const bq_repl_log_t *log, void (*cb)(void *arg), void *arg)
+{
+    bq_feeder_t *f = calloc(1, sizeof *f);
+    if (!f)
+        return NULL;
+    f->loop = loop;
+    f->cfg = *cfg;
+    if (f->cfg.repl.npeers > BQ_COMMIT_MAX_STANDBYS)
+        f->cfg.repl.npeers = BQ_COMMIT_MAX_STANDBYS;
+    f->log = log;
+    f->committed = cb;
+    f->arg = arg;
+    for (size_t i = 0; i < f->cfg.repl.npeers; i++)
+        f->names[i] = cfg->repl.peers[i].name;
+    f->last_lsn = log->written_lsn(log->arg);
+    bq_commit_init(&f->commit, f->cfg.repl.npeers, cfg->primary ? cfg->sync_need : 0,
+                   cfg->fallback, cfg->sync_timeout_ns, f->last_lsn, mono_now());
+    uv_timer_init(loop, &f->beat);
+    uv_timer_init(loop, &f->deadline);
+    f->beat.data = f->deadline.data = f;
+    uint64_t beat = bq_repl_beat_ms(cfg->repl.idle_ms);
+    uv_timer_start(&f->beat, on_beat, beat, beat);
+    return f;
+}
+
+int bq_feeder_listen(bq_feeder_t *f, const char *host, const char *port)
+{
+    struct sockaddr_storage ss;
+    int r = uv_ip4_addr(host, atoi(port), (struct sockaddr_in *)&ss);
+    if (r != 0)
+        r = uv_ip6_addr(host, atoi(port), (struct sockaddr_in6 *)&ss);
+    if (r == 0)
+        r = uv_tcp_init(f->loop, &f->listener);
+    if (r == 0) {
+        f->listening = true;
+        f->listener.data = f;
+        r = uv_tcp_bind(&f->listener, (const struct sockaddr *)&ss, 0);
+    }
+    if (r == 0)
+        r = uv_listen((uv_stream_t *)&f->listener, 64, on_connection);
+    if (r != 0)
+        bq_log(BQ_LOG_ERROR, "replication: cannot listen", "addr=%s:%s err=\"%s\"", host, port,
+               uv_strerror(r));
+    else
+        bq_log(BQ_LOG_INFO, "replication: listening", "addr=%s:%s role=%s", host, port,
+               f->cfg.primary ? "primary" : "standby");
+    return r;
+}
+
+/* Keeps a (lsn, time) sample per write, for the lag in milliseconds. */
+static void add_sample(bq_feeder_t *f, uint64_t lsn, uint64_t bytes, int64_t now)
+{
+    size_t at = (f->sample_head + f->nsamples) % SAMPLES;
+    if (f->nsamples == SAMPLES)
+        f->sample_head = (f->sample_head + 1) % SAMPLES;
+    else
+        f->nsamples++;
+    f->samples[at] = (sample_t){.lsn = lsn, .at = now, .bytes = bytes};
+}
+
+void bq_feeder_written(bq_feeder_t *f, uint64_t lsn, uint64_t bytes, int64_t now)
+{
+    if (lsn <= f->last_lsn)
+        return;
+    add_sample(f, lsn, bytes, now);
+    f->last_lsn = lsn;
+    bq_commit_logged(&f->commit, lsn);
+    for (size_t i = 0; i < f->cfg.repl.npeers; i++)
+        if (f->slots[i].conn)
+            pump(f->slots[i].conn);
+}
+
+uint64_t bq_feeder_commit(bq_feeder_t *f, uint64_t local_release, int64_t now)
+{
+    uint64_t c = bq_commit_update(&f->commit, local_release, now);
+    int64_t due = bq_commit_next_deadline(&f->commit);
+    if (due != INT64_MAX && !f->closing) {
+        int64_t ms = due > now ? (due - now + 999999) / 1000000 : 0;
+        uv_timer_start(&f->deadline, on_deadline, (uint64_t)ms, 0);
+    }
+    return c;
+}
+
+bq_sync_state_t bq_feeder_sync_state(const bq_feeder_t *f)
+{
+    return f->commit.state;
+}
+
+size_t bq_feeder_in_sync(const bq_feeder_t *f)
+{
+    return bq_commit_in_sync(&f->commit);
+}
+
+size_t bq_feeder_nstandbys(const bq_feeder_t *f)
+{
+    return f->cfg.repl.npeers;
+}
+
+/* Milliseconds since the first frame after lsn was written (0 if none). */
+static uint64_t lag_ms(const bq_feeder_t *f, uint64_t lsn, int64_t now)
+{
+    if (lsn >= f->last_lsn)
+        return 0;
+    for (size_t k = 0; k < f->nsamples; k++) {
+        const sample_t *s = &f->samples[(f->sample_head + k) % SAMPLES];
+        if (s->lsn > lsn)
+            return now > s->at ? (uint64_t)(now - s->at) / 1000000 : 0;
+    }
+    return 0;
+}
+
+/* Binlog bytes written after lsn (from the samples: approximate). */
+static uint64_t lag_bytes(const bq_feeder_t *f, uint64_t lsn)
+{
+    if (f->nsamples == 0 || lsn >= f->last_lsn)
+        return 0;
+    const sample_t *last = &f->samples[(f->sample_head + f->nsamples - 1) % SAMPLES];
+    uint64_t base = f->samples[f->sample_head].bytes;
+    for (size_t k = 0; k < f->nsamples; k++) {
+        const sample_t *s = &f->samples[(f->sample_head + k) % SAMPLES];
+        if (s->lsn > lsn)
+            break;
+        base = s->bytes;
+    }
+    return last->bytes - base;
+}
+
+void bq_feeder_standby(const bq_feeder_t *f, size_t i, int64_t now, bq_feeder_standby_t *out)
+{
+    const slot_t *s = &f->slots[i];
+    const bq_commit_standby_t *cs = &f->commit.sb[i];
+    *out = (bq_feeder_standby_t){
+        .name = f->names[i],
+        .connected = s->conn != NULL,
+        .in_sync = cs->in_sync,
+        .addr = s->conn ? bq_link_peer_addr(s->conn->link) : "",
+        .sent = s->conn && s->sender.next_lsn > 0 ? s->sender.next_lsn - 1 : 0,
+        .written = cs->written,
+        .flushed = cs->flushed,
+        .applied = cs->applied,
+        .lag_records = f->last_lsn > cs->applied ? f->last_lsn - cs->applied : 0,
+        .lag_ms = lag_ms(f, cs->applied, now),
+        .clock_offset_ms = s->clock_offset_ms,
+    };
+    out->lag_bytes = lag_bytes(f, cs->applied);
+}
+
+static void close_conn(conn_t *c)
+{
+    if (c && !c->closed) {
+        c->closed = true;
+        bq_link_close(c->link, "shutting down");
+    }
+}
+
+void bq_feeder_close(bq_feeder_t *f)
+{
+    if (!f || f->closing)
+        return;
+    f->closing = true;
+    if (f->listening)
+        uv_close((uv_handle_t *)&f->listener, NULL);
+    uv_close((uv_handle_t *)&f->beat, NULL);
+    uv_close((uv_handle_t *)&f->deadline, NULL);
+    for (size_t i = 0; i < f->cfg.repl.npeers; i++)
+        close_conn(f->slots[i].conn);
+    for (size_t k = 0; k < MAX_PENDING; k++)
+        close_conn(f->pending[k]);
+}
+
+void bq_feeder_free(bq_feeder_t *f)
+{
+    free(f);
+}

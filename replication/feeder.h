@@ -1,0 +1,77 @@
+/* The primary's side of replication: listens on --repl-listen, checks each
+ * standby's Hello (replication/handshake.h), streams the binlog to it
+ * (replication/sender.h), keeps every standby's acknowledged positions and
+ * from them the commit point (replication/commit.h), and sends heartbeats.
+ * On a node that is not the primary the feeder still listens, and answers
+ * every Hello with Refuse(NOT_PRIMARY), so a standby looking for the
+ * primary moves on to the next peer. */
+#ifndef BQ_REPL_FEEDER_H
+#define BQ_REPL_FEEDER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "commit.h"
+#include "repl.h"
+
+typedef struct bq_feeder bq_feeder_t;
+
+typedef struct bq_feeder_config {
+    bq_repl_config_t repl;
+    bool primary;            /* false: refuse every standby (NOT_PRIMARY) */
+    const char *client_host; /* where standbys proxy clients to; NULL: our --peer host */
+    const char *client_port;
+    unsigned sync_need;      /* --sync-standbys */
+    bq_fallback_t fallback;
+    int64_t sync_timeout_ns;
+} bq_feeder_config_t;
+
+/* Per standby, for the status and stats. */
+typedef struct bq_feeder_standby {
+    const char *name;
+    bool connected, in_sync;
+    const char *addr;        /* "ip:port" while connected */
+    uint64_t sent, written, flushed, applied;
+    uint64_t lag_records;    /* our last LSN - its applied LSN */
+    uint64_t lag_bytes;      /* binlog bytes between them (approximate) */
+    uint64_t lag_ms;         /* how long ago the first frame it lacks was written */
+    int64_t clock_offset_ms; /* its clock - ours, from its last ack */
+} bq_feeder_standby_t;
+
+/* Creates a feeder on loop for log (borrowed; cfg is copied, its strings
+ * borrowed). committed(arg) is called when the commit point may have moved
+ * (an ack arrived, or the sync state changed). Returns new (free with
+ * bq_feeder_free) or NULL when out of memory. */
+bq_feeder_t *bq_feeder_new(uv_loop_t *loop, const bq_feeder_config_t *cfg,
+                           const bq_repl_log_t *log, void (*committed)(void *arg), void *arg);
+
+/* Starts listening on host:port. 0, or a negative libuv error (logged). */
+int bq_feeder_listen(bq_feeder_t *f, const char *host, const char *port);
+
+/* The binlog wrote frames up to lsn, bytes in all since start (primary):
+ * wakes the senders. */
+void bq_feeder_written(bq_feeder_t *f, uint64_t lsn, uint64_t bytes, int64_t now);
+
+/* The commit point given the local binlog's release point, at now. */
+uint64_t bq_feeder_commit(bq_feeder_t *f, uint64_t local_release, int64_t now);
+
+/* The sync state now (BQ_SYNC_OFF without sync standbys). */
+bq_sync_state_t bq_feeder_sync_state(const bq_feeder_t *f);
+
+/* Standbys connected and in sync. */
+size_t bq_feeder_in_sync(const bq_feeder_t *f);
+
+/* The standbys: how many, and a snapshot of standby i at now. */
+size_t bq_feeder_nstandbys(const bq_feeder_t *f);
+void bq_feeder_standby(const bq_feeder_t *f, size_t i, int64_t now, bq_feeder_standby_t *out);
+
+/* Closes the listener and every link (shutdown). */
+void bq_feeder_close(bq_feeder_t *f);
+
+/* Frees f after bq_feeder_close and after the loop ran the close
+ * callbacks. NULL is a no-op. */
+void bq_feeder_free(bq_feeder_t *f);
+
+#endif

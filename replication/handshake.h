@@ -1,0 +1,64 @@
+/* The primary's answer to a standby's Hello: refuse it, resume the stream
+ * after the standby's last LSN, or resync it from the oldest retained
+ * segment. Pure: the primary's log is described by its retained segments.
+ *
+ * Every frame of a segment carries the segment's epoch (a new epoch always
+ * opens a new segment), so the epoch of any retained LSN is known from the
+ * segment list. The standby may resume only when the primary holds the
+ * standby's last frame with the same epoch (the two logs agree up to it:
+ * same (epoch, LSN) means the same frame, as in Raft) and still holds every
+ * frame after it; anything else is a RESYNC, which is always safe. */
+#ifndef BQ_REPL_HANDSHAKE_H
+#define BQ_REPL_HANDSHAKE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto/repl.pb-c.h"
+
+#define BQ_REPL_VERSION 1u
+
+typedef struct bq_hs_segment {
+    uint64_t first_lsn; /* its first frame */
+    uint64_t epoch;     /* of every frame in it */
+} bq_hs_segment_t;
+
+typedef struct bq_hs_primary {
+    const char *cluster_id;
+    const char *node_id;      /* the primary's own */
+    uint64_t epoch;           /* its current epoch */
+    uint64_t last_lsn;        /* its last frame (0 with none) */
+    const bq_hs_segment_t *segs; /* retained segments, oldest first (nsegs >= 1) */
+    size_t nsegs;
+    const char *const *peers; /* node ids allowed to follow (the other peers) */
+    size_t npeers;
+    const char *tls_name;     /* the name the standby's certificate matched;
+                                 NULL in plaintext */
+} bq_hs_primary_t;
+
+typedef enum bq_hs_action {
+    BQ_HS_REFUSE = 0,
+    BQ_HS_RESUME,
+    BQ_HS_RESYNC,
+} bq_hs_action_t;
+
+typedef struct bq_hs_decision {
+    bq_hs_action_t action;
+    Bq__Repl__RefuseReason reason; /* for REFUSE */
+    const char *detail;            /* for REFUSE: a static one-line explanation */
+    uint64_t start_lsn;            /* the first frame to send */
+    size_t seg;                    /* index in segs of the segment holding start_lsn
+                                      (for RESUME at last_lsn + 1: the last one) */
+} bq_hs_decision_t;
+
+/* Decides what to do with hello h (borrowed) on primary p. Refusals: a
+ * version other than BQ_REPL_VERSION, another cluster id, a node id that is
+ * empty, our own, not a peer or not the certificate's name, or a standby
+ * that saw an epoch above ours (we are a stale primary). */
+void bq_hs_decide(const bq_hs_primary_t *p, const Bq__Repl__Hello *h, bq_hs_decision_t *out);
+
+/* The epoch of frame lsn on p, or -1 when lsn is 0, beyond last_lsn or
+ * before the oldest retained segment. */
+int64_t bq_hs_epoch_of(const bq_hs_primary_t *p, uint64_t lsn);
+
+#endif

@@ -1,0 +1,344 @@
+/* The receiver: one link at a time to one peer. States: idle (waiting to
+ * retry), connecting (TCP + TLS), hello sent (waiting for Welcome or
+ * Refuse), following (frames flow). A break at any point goes back to idle
+ * and the next peer is tried after a backoff that grows from 100 ms to 2 s
+ * while attempts fail, and is reset once a stream is followed. */
+#include "receiver.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "follow.h"
+#include "handshake.h"
+#include "link.h"
+#include "node/log.h"
+#include "wire.h"
+
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 2000
+
+typedef enum state { IDLE, CONNECTING, HELLO, FOLLOWING } state_t;
+
+struct bq_receiver {
+    uv_loop_t *loop;
+    bq_repl_config_t cfg;
+    const bq_repl_sink_t *sink;
+    uv_timer_t retry, beat;
+    bq_link_t *link;
+    state_t state;
+    bool closing;
+    size_t next_peer;
+    int peer; /* the peer of the current link */
+    uint64_t backoff_ms;
+    bq_follow_t follow;
+    uint64_t hello_epoch, hello_lsn;
+    bool resyncing;
+    uint64_t resync_until; /* the primary's last LSN at its Welcome */
+    uint64_t acked_w, acked_f, acked_a;
+    char primary[64];
+    char security[16];
+    uint64_t p_epoch, p_last, p_commit;
+    uint64_t heard_at; /* loop ms of the last message */
+    const char *names[1];
+};
+
+static void send_ack(bq_receiver_t *r, bool force)
+{
+    const bq_repl_sink_t *k = r->sink;
+    uint64_t w = k->written_lsn(k->arg), f = k->durable_lsn(k->arg), a = k->last_lsn(k->arg);
+    if (r->state != FOLLOWING || (!force && w == r->acked_w && f == r->acked_f && a == r->acked_a))
+        return;
+    Bq__Repl__Ack ack = BQ__REPL__ACK__INIT;
+    Bq__Repl__Message m = BQ__REPL__MESSAGE__INIT;
+    if (!r->resyncing) {
+        ack.written_lsn = r->acked_w = w;
+        ack.flushed_lsn = r->acked_f = f;
+        ack.applied_lsn = r->acked_a = a;
+    }
+    ack.wall = bq_repl_wall_ns();
+    m.body_case = BQ__REPL__MESSAGE__BODY_ACK;
+    m.ack = &ack;
+    bq_link_send(r->link, &m);
+}
+
+/* Drops the link with a logged reason; a retry follows from on_close. */
+static void drop(bq_receiver_t *r, bq_log_level_t level, const char *why, const char *detail)
+{
+    bq_log(level, "replication: dropping the link to the primary", "peer=%s why=\"%s\" %s",
+           r->cfg.peers[r->peer].name, why, detail ? detail : "");
+    bq_link_close(r->link, why);
+}
+
+static void on_welcome(bq_receiver_t *r, const Bq__Repl__Welcome *w)
+{
+    const bq_repl_sink_t *k = r->sink;
+    bq_follow_status_t st = bq_follow_welcome(&r->follow, r->hello_epoch, r->hello_lsn, w);
+    if (st != BQ_FOLLOW_OK) {
+        drop(r, BQ_LOG_ERROR, bq_follow_status_name(st), "message=welcome");
+        return;
+    }
+    r->state = FOLLOWING;
+    r->backoff_ms = 0;
+    r->resyncing = w->start == BQ__REPL__START__RESYNC;
+    r->resync_until = w->last_lsn;
+    snprintf(r->primary, sizeof r->primary, "%s", w->node_id);
+    r->p_epoch = w->epoch;
+    r->p_last = w->last_lsn;
+    const bq_repl_peer_t *p = &r->cfg.peers[r->peer];
+    char port[8];
+    snprintf(port, sizeof port, "%u", (unsigned)w->client_port);
+    k->primary(k->arg, w->node_id, w->client_host[0] ? w->client_host : p->host, port);
+    bq_log(BQ_LOG_INFO, "replication: following the primary",
+           "primary=%s security=%s start=%s from_lsn=%llu primary_last_lsn=%llu epoch=%llu",
+           w->node_id, r->security, r->resyncing ? "resync" : "resume",
+           (unsigned long long)w->start_lsn, (unsigned long long)w->last_lsn,
+           (unsigned long long)w->epoch);
+    if (r->resyncing && k->resync_begin(k->arg) != 0)
+        drop(r, BQ_LOG_ERROR, "cannot start a resync", NULL);
+    else
+        send_ack(r, true);
+}
+
+/* The download has everything the primary had at its Welcome. */
+static void maybe_resync_done(bq_receiver_t *r)
+{
+    if (!r->resyncing || r->follow.next_lsn <= r->resync_until)
+        return;
+    r->resyncing = false;
+    bq_log(BQ_LOG_INFO, "replication: resync downloaded; installing it",
+           "last_lsn=%llu", (unsigned long long)(r->follow.next_lsn - 1));
+    r->sink->resync_done(r->sink->arg);
+}
+
+static void on_segment(bq_receiver_t *r, const Bq__Repl__SegmentStart *s)
+{
+    const bq_repl_sink_t *k = r->sink;
+    bool checkpoint = false;
+    bq_follow_status_t st = bq_follow_segment(&r->follow, s, &checkpoint);
+    int rc = 0;
+    if (st != BQ_FOLLOW_OK) {
+        drop(r, BQ_LOG_ERROR, bq_follow_status_name(st), "message=segment");
+        return;
+    }
+    if (r->resyncing)
+        rc = k->resync_segment(k->arg, r->follow.next_lsn, s->epoch, s->created_wall, checkpoint);
+    else
+        rc = k->segment(k->arg, s->first_lsn, s->epoch, s->created_wall);
+    if (rc != 0)
+        drop(r, BQ_LOG_ERROR, "cannot open a local segment", NULL);
+}
+
+static void on_frames(bq_receiver_t *r, const Bq__Repl__Frames *fr)
+{
+    const bq_repl_sink_t *k = r->sink;
+    uint64_t last = 0, bad = 0;
+    bq_follow_status_t st = bq_follow_frames(&r->follow, fr->data.data, fr->data.len, &last, &bad);
+    if (st != BQ_FOLLOW_OK) {
+        char detail[64];
+        snprintf(detail, sizeof detail, "lsn=%llu", (unsigned long long)bad);
+        drop(r, BQ_LOG_ERROR, bq_follow_status_name(st), detail);
+        return;
+    }
+    int rc = r->resyncing ? k->resync_frames(k->arg, fr->data.data, fr->data.len)
+                          : k->frames(k->arg, fr->data.data, fr->data.len, last,
+                                      r->follow.epoch);
+    if (rc != 0) {
+        drop(r, BQ_LOG_ERROR, "cannot take the frames", NULL);
+        return;
+    }
+    if (r->resyncing)
+        maybe_resync_done(r);
+    else
+        send_ack(r, false);
+}
+
+static void on_refuse(bq_receiver_t *r, const Bq__Repl__Refuse *f)
+{
+    bool quiet = f->reason == BQ__REPL__REFUSE_REASON__NOT_PRIMARY;
+    drop(r, quiet ? BQ_LOG_DEBUG : BQ_LOG_ERROR, "refused by the peer", f->detail);
+}
+
+static void on_message(bq_link_t *l, const Bq__Repl__Message *m, void *arg)
+{
+    bq_receiver_t *r = arg;
+    (void)l;
+    r->heard_at = uv_now(r->loop);
+    switch (m->body_case) {
+    case BQ__REPL__MESSAGE__BODY_WELCOME:
+        if (r->state == HELLO)
+            return on_welcome(r, m->welcome);
+        break;
+    case BQ__REPL__MESSAGE__BODY_REFUSE:
+        return on_refuse(r, m->refuse);
+    case BQ__REPL__MESSAGE__BODY_SEGMENT:
+        if (r->state == FOLLOWING)
+            return on_segment(r, m->segment);
+        break;
+    case BQ__REPL__MESSAGE__BODY_FRAMES:
+        if (r->state == FOLLOWING)
+            return on_frames(r, m->frames);
+        break;
+    case BQ__REPL__MESSAGE__BODY_HEARTBEAT:
+        if (r->state == FOLLOWING && m->heartbeat->epoch >= r->follow.epoch) {
+            r->p_epoch = m->heartbeat->epoch;
+            r->p_last = m->heartbeat->last_lsn;
+            r->p_commit = m->heartbeat->commit_lsn;
+            return;
+        }
+        break;
+    default:
+        break;
+    }
+    drop(r, BQ_LOG_ERROR, "unexpected message", bq_wire_body_name(m));
+}
+
+static void on_open(bq_link_t *l, void *arg)
+{
+    bq_receiver_t *r = arg;
+    const bq_repl_sink_t *k = r->sink;
+    Bq__Repl__Hello h = BQ__REPL__HELLO__INIT;
+    Bq__Repl__Message m = BQ__REPL__MESSAGE__INIT;
+    snprintf(r->security, sizeof r->security, "%s", bq_link_security(l));
+    r->hello_lsn = k->last_lsn(k->arg);
+    r->hello_epoch = k->last_epoch(k->arg);
+    h.version = BQ_REPL_VERSION;
+    h.cluster_id = (char *)r->cfg.cluster_id;
+    h.node_id = (char *)r->cfg.node_id;
+    h.last_epoch = r->hello_epoch;
+    h.last_lsn = r->hello_lsn;
+    m.body_case = BQ__REPL__MESSAGE__BODY_HELLO;
+    m.hello = &h;
+    r->state = HELLO;
+    bq_link_send(l, &m);
+}
+
+static void schedule_retry(bq_receiver_t *r);
+
+static void on_close(bq_link_t *l, const char *why, void *arg)
+{
+    bq_receiver_t *r = arg;
+    (void)l;
+    if (r->state == FOLLOWING) {
+        bq_log(BQ_LOG_WARN, "replication: lost the primary", "primary=%s why=\"%s\"", r->primary,
+               why);
+        r->sink->primary(r->sink->arg, NULL, NULL, NULL);
+        r->primary[0] = '\0';
+    } else {
+        bq_log(BQ_LOG_DEBUG, "replication: no stream from peer", "peer=%s why=\"%s\"",
+               r->cfg.peers[r->peer].name, why);
+    }
+    if (r->resyncing)
+        r->sink->resync_abort(r->sink->arg);
+    r->resyncing = false;
+    r->link = NULL;
+    r->state = IDLE;
+    if (!r->closing)
+        schedule_retry(r);
+}
+
+static const bq_link_callbacks_t callbacks = {
+    .on_open = on_open,
+    .on_message = on_message,
+    .on_close = on_close,
+};
+
+static void connect_next(uv_timer_t *t)
+{
+    bq_receiver_t *r = t->data;
+    if (r->closing || r->cfg.npeers == 0)
+        return;
+    r->peer = (int)(r->next_peer++ % r->cfg.npeers);
+    const bq_repl_peer_t *p = &r->cfg.peers[r->peer];
+    r->names[0] = p->name;
+    bq_link_config_t lc = {
+        .tls = r->cfg.tls_client,
+        .names = r->names,
+        .nnames = 1,
+        .max_message = BQ_WIRE_MAX_DEFAULT,
+        .handshake_ms = r->cfg.idle_ms,
+        .idle_ms = r->cfg.idle_ms,
+    };
+    r->state = CONNECTING;
+    if (bq_link_connect(r->loop, p->host, p->port, &lc, &callbacks, r, &r->link) != 0) {
+        r->link = NULL;
+        r->state = IDLE;
+        schedule_retry(r);
+    }
+}
+
+static void schedule_retry(bq_receiver_t *r)
+{
+    /* A full round of peers failed: back off; between peers, go on at once. */
+    bool round = r->next_peer % (r->cfg.npeers ? r->cfg.npeers : 1) == 0;
+    uint64_t ms = 0;
+    if (round) {
+        r->backoff_ms = r->backoff_ms ? r->backoff_ms * 2 : BACKOFF_MIN_MS;
+        if (r->backoff_ms > BACKOFF_MAX_MS)
+            r->backoff_ms = BACKOFF_MAX_MS;
+        ms = r->backoff_ms;
+    }
+    uv_timer_start(&r->retry, connect_next, ms, 0);
+}
+
+static void on_beat(uv_timer_t *t)
+{
+    send_ack(t->data, true);
+}
+
+bq_receiver_t *bq_receiver_new(uv_loop_t *loop, const bq_repl_config_t *cfg,
+                               const bq_repl_sink_t *sink)
+{
+    bq_receiver_t *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->loop = loop;
+    r->cfg = *cfg;
+    r->sink = sink;
+    uv_timer_init(loop, &r->retry);
+    uv_timer_init(loop, &r->beat);
+    r->retry.data = r->beat.data = r;
+    return r;
+}
+
+void bq_receiver_start(bq_receiver_t *r)
+{
+    uint64_t beat = bq_repl_beat_ms(r->cfg.idle_ms);
+    uv_timer_start(&r->beat, on_beat, beat, beat);
+    uv_timer_start(&r->retry, connect_next, 0, 0);
+}
+
+void bq_receiver_progress(bq_receiver_t *r)
+{
+    send_ack(r, false);
+}
+
+void bq_receiver_status(const bq_receiver_t *r, bq_receiver_status_t *st)
+{
+    *st = (bq_receiver_status_t){
+        .connected = r->state == FOLLOWING,
+        .primary = r->primary,
+        .security = r->security,
+        .resyncing = r->resyncing,
+        .primary_epoch = r->p_epoch,
+        .primary_last_lsn = r->p_last,
+        .primary_commit_lsn = r->p_commit,
+        .last_heard_ms = r->heard_at ? (int64_t)(uv_now(r->loop) - r->heard_at) : -1,
+    };
+}
+
+void bq_receiver_close(bq_receiver_t *r)
+{
+    if (!r || r->closing)
+        return;
+    r->closing = true;
+    uv_close((uv_handle_t *)&r->retry, NULL);
+    uv_close((uv_handle_t *)&r->beat, NULL);
+    if (r->link)
+        bq_link_close(r->link, "shutting down");
+}
+
+void bq_receiver_free(bq_receiver_t *r)
+{
+    free(r);
+}

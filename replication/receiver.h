@@ -1,0 +1,82 @@
+/* The standby's side of replication: finds the primary among the peers
+ * (each is tried in turn; one that is not the primary refuses), says Hello
+ * with the last (epoch, LSN) of the local log, and follows the stream: each
+ * Frames message is checked whole (replication/follow.h) and then handed to
+ * the node, which appends the frames to its binlog and applies them to its
+ * engine. Acks report the written, flushed and applied LSNs after each
+ * change and every idle_ms / 4 as a heartbeat. Any break (refusal, bad
+ * frame, silence beyond idle_ms, close) drops the link and a new attempt
+ * follows after a short backoff. */
+#ifndef BQ_REPL_RECEIVER_H
+#define BQ_REPL_RECEIVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "proto/repl.pb-c.h"
+#include "repl.h"
+
+/* What the receiver needs from the node (all borrowed). */
+typedef struct bq_repl_sink {
+    /* The local log: its last frame (applied), that frame's epoch, and how
+     * far it is written and durable. */
+    uint64_t (*last_lsn)(void *arg);
+    uint64_t (*last_epoch)(void *arg);
+    uint64_t (*written_lsn)(void *arg);
+    uint64_t (*durable_lsn)(void *arg);
+    /* The stream enters the primary's segment starting at first_lsn. 0 or <0. */
+    int (*segment)(void *arg, uint64_t first_lsn, uint64_t epoch, int64_t created_wall);
+    /* Appends and applies checked frames data[0..len) (the last is
+     * last_lsn, in epoch). 0 or <0 (the link is dropped). */
+    int (*frames)(void *arg, const uint8_t *data, size_t len, uint64_t last_lsn, uint64_t epoch);
+    /* A full resync: a new log is downloaded beside the current one. */
+    int (*resync_begin)(void *arg);
+    int (*resync_segment)(void *arg, uint64_t first_lsn, uint64_t epoch, int64_t created_wall,
+                          bool checkpoint);
+    int (*resync_frames)(void *arg, const uint8_t *data, size_t len);
+    /* The download caught up with the primary: install it (the node
+     * restarts on it). */
+    void (*resync_done)(void *arg);
+    void (*resync_abort)(void *arg);
+    /* The primary is known (node id, client host and port) or, with NULL
+     * node, no longer known. */
+    void (*primary)(void *arg, const char *node, const char *host, const char *port);
+    void *arg;
+} bq_repl_sink_t;
+
+typedef struct bq_receiver bq_receiver_t;
+
+/* What the standby knows of its primary, for the status. */
+typedef struct bq_receiver_status {
+    bool connected;
+    const char *primary;  /* node id, "" when none */
+    const char *security; /* "TLSv1.3" etc. */
+    bool resyncing;
+    uint64_t primary_epoch, primary_last_lsn, primary_commit_lsn;
+    int64_t last_heard_ms; /* since the last message (-1 never) */
+} bq_receiver_status_t;
+
+/* Creates a receiver on loop (cfg copied, strings borrowed; sink borrowed).
+ * Returns new (free with bq_receiver_free) or NULL when out of memory. */
+bq_receiver_t *bq_receiver_new(uv_loop_t *loop, const bq_repl_config_t *cfg,
+                               const bq_repl_sink_t *sink);
+
+/* Starts looking for the primary. */
+void bq_receiver_start(bq_receiver_t *r);
+
+/* The local log's positions changed (a write or an fsync completed): acks. */
+void bq_receiver_progress(bq_receiver_t *r);
+
+/* Fills *st. */
+void bq_receiver_status(const bq_receiver_t *r, bq_receiver_status_t *st);
+
+/* Stops: closes the link and the timers (shutdown). */
+void bq_receiver_close(bq_receiver_t *r);
+
+/* Frees r after bq_receiver_close and after the loop ran the close
+ * callbacks. NULL is a no-op. */
+void bq_receiver_free(bq_receiver_t *r);
+
+#endif

@@ -1,0 +1,445 @@
+/* Unit tests of the primary's commit point (replication/commit.c): one and
+ * two standbys needing one and two acknowledgements, acks out of order and
+ * going backwards, disconnects and reconnects with less data, the fallback
+ * (WAITING -> DEGRADED or REFUSING at exactly the timeout, and back to sync
+ * after a catch-up), and a randomized comparison with a small reference
+ * model that also checks the invariants: the commit point never goes back,
+ * never passes the local release point, and, while sync is in force, every
+ * advance is covered by need standbys' flushed LSNs. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "replication/commit.h"
+
+#define T 1000 /* the timeout of these tests, ns */
+
+static void ack(bq_commit_t *c, size_t i, uint64_t flushed, int64_t now)
+{
+    bq_commit_ack(c, i, flushed, flushed, flushed, now);
+}
+
+static void test_off(void **state)
+{
+    (void)state;
+    bq_commit_t c;
+    bq_commit_init(&c, 2, 0, BQ_FALLBACK_REFUSE, T, 5, 0);
+    assert_int_equal(c.state, BQ_SYNC_OFF);
+    assert_int_equal(c.commit, 5);
+    bq_commit_logged(&c, 9);
+    assert_int_equal(bq_commit_update(&c, 9, 10 * T), 9);
+    assert_int_equal(c.state, BQ_SYNC_OFF);
+    assert_int_equal(c.short_since, -1);
+    assert_true(bq_commit_next_deadline(&c) == INT64_MAX);
+    assert_string_equal(bq_commit_state_name(c.state), "off");
+}
+
+static void test_one_standby_needing_one(void **state)
+{
+    (void)state;
+    bq_commit_t c;
+    bq_commit_init(&c, 1, 1, BQ_FALLBACK_REFUSE, T, 0, 0);
+    assert_int_equal(c.state, BQ_SYNC_WAITING);
+    assert_true(bq_commit_next_deadline(&c) == T);
+    bq_commit_logged(&c, 10);
+    bq_commit_connected(&c, 0, 0, 1);
+    assert_int_equal(c.sb[0].target, 10);
+    assert_int_equal(bq_commit_in_sync(&c), 0);
+    assert_int_equal(bq_commit_update(&c, 10, 2), 0);
+    ack(&c, 0, 5, 3);
+    assert_int_equal(bq_commit_update(&c, 10, 4), 5);
+    assert_int_equal(c.state, BQ_SYNC_WAITING);
+    ack(&c, 0, 10, 5);
+    assert_int_equal(bq_commit_in_sync(&c), 1);
+    assert_int_equal(bq_commit_update(&c, 10, 6), 10);
+    assert_int_equal(c.state, BQ_SYNC_ON);
+    assert_int_equal(c.short_since, -1);
+    assert_true(bq_commit_next_deadline(&c) == INT64_MAX);
+    assert_string_equal(bq_commit_state_name(c.state), "sync");
+    /* The local release point limits it too. */
+    bq_commit_logged(&c, 20);
+    ack(&c, 0, 20, 7);
+    assert_int_equal(bq_commit_update(&c, 15, 8), 15);
+    assert_int_equal(bq_commit_update(&c, 20, 9), 20);
+}
+
+static void test_two_standbys(void **state)
+{
+    (void)state;
+    bq_commit_t one, two;
+    bq_commit_init(&one, 2, 1, BQ_FALLBACK_REFUSE, T, 0, 0);
+    bq_commit_init(&two, 2, 2, BQ_FALLBACK_REFUSE, T, 0, 0);
+    bq_commit_t *cs[] = {&one, &two};
+    for (size_t k = 0; k < 2; k++) {
+        bq_commit_logged(cs[k], 100);
+        bq_commit_connected(cs[k], 0, 0, 1);
+        bq_commit_connected(cs[k], 1, 0, 1);
+        ack(cs[k], 0, 40, 2);
+        ack(cs[k], 1, 70, 2);
+    }
+    /* Need 1: the highest flushed; need 2: the second highest. */
+    assert_int_equal(bq_commit_update(&one, 100, 3), 70);
+    assert_int_equal(bq_commit_update(&two, 100, 3), 40);
+    for (size_t k = 0; k < 2; k++)
+        ack(cs[k], 1, 100, 4);
+    assert_int_equal(bq_commit_update(&one, 100, 5), 100);
+    assert_int_equal(one.state, BQ_SYNC_ON);
+    assert_int_equal(bq_commit_update(&two, 100, 5), 40);
+    assert_int_equal(two.state, BQ_SYNC_WAITING);
+    ack(&two, 0, 100, 6);
+    assert_int_equal(bq_commit_update(&two, 100, 7), 100);
+    assert_int_equal(two.state, BQ_SYNC_ON);
+    assert_int_equal(bq_commit_in_sync(&two), 2);
+}
+
+static void test_acks_out_of_order(void **state)
+{
+    (void)state;
+    bq_commit_t c;
+    bq_commit_init(&c, 1, 1, BQ_FALLBACK_REFUSE, T, 0, 0);
+    bq_commit_logged(&c, 30);
+    bq_commit_connected(&c, 0, 0, 1);
+    bq_commit_ack(&c, 0, 20, 8, 6, 2);
+    bq_commit_ack(&c, 0, 12, 5, 9, 3); /* a late ack, partly older */
+    assert_int_equal(c.sb[0].written, 20);
+    assert_int_equal(c.sb[0].flushed, 8);
+    assert_int_equal(c.sb[0].applied, 9);
+    assert_int_equal(c.sb[0].acked_at, 3);
+    assert_int_equal(bq_commit_update(&c, 30, 4), 8);
+    ack(&c, 0, 0, 5);
+    assert_int_equal(bq_commit_update(&c, 30, 6), 8);
+    assert_int_equal(c.sb[0].flushed, 8);
+}
+
+static void test_reconnect_with_less(void **state)
+{
+    (void)state;
+    bq_commit_t c;
+    bq_commit_init(&c, 1, 1, BQ_FALLBACK_REFUSE, T, 0, 0);
+    bq_commit_logged(&c, 10);
+    bq_commit_connected(&c, 0, 10, 1);
+    assert_int_equal(bq_commit_in_sync(&c), 1); /* nothing to catch up */
+    assert_int_equal(bq_commit_update(&c, 10, 2), 10);
+    assert_int_equal(c.state, BQ_SYNC_ON);
+    bq_commit_disconnected(&c, 0, 3);
+    assert_int_equal(bq_commit_in_sync(&c), 0);
+    assert_false(c.sb[0].in_sync);
+    assert_int_equal(bq_commit_update(&c, 10, 4), 10);
+    assert_int_equal(c.state, BQ_SYNC_WAITING);
+    assert_true(bq_commit_next_deadline(&c) == 4 + T);
+    /* It lost data: its flushed LSN goes back, the commit point does not. */
+    bq_commit_logged(&c, 12);
+    bq_commit_connected(&c, 0, 4, 5);
+    assert_int_equal(c.sb[0].flushed, 4);
+    assert_int_equal(c.sb[0].written, 4);
+    assert_int_equal(c.sb[0].applied, 4);
+    assert_int_equal(c.sb[0].target, 12);
+    assert_int_equal(bq_commit_update(&c, 12, 6), 10);
+    ack(&c, 0, 11, 7);
+    assert_int_equal(bq_commit_update(&c, 12, 8), 11);
+    assert_int_equal(c.state, BQ_SYNC_WAITING);
+    ack(&c, 0, 12, 9);
+    assert_int_equal(bq_commit_update(&c, 12, 10), 12);
+    assert_int_equal(c.state, BQ_SYNC_ON);
+}
+
+static void test_disconnected_ack_stays_durable(void **state)
+{
+    (void)state;
+    bq_commit_t c;
+    bq_commit_init(&c, 2, 1, BQ_FALLBACK_REFUSE, T, 0, 0);
+    bq_commit_logged(&c, 10);
+    bq_commit_connected(&c, 0, 0, 1);
+    bq_commit_connected(&c, 1, 0, 1);
+    ack(&c, 0, 10, 2);
+    ack(&c, 1, 10, 2);
+    bq_commit_logged(&c, 15);
+    ack(&c, 0, 15, 3);
+    bq_commit_disconnected(&c, 0, 4);
+    /* Standby 1 keeps sync on; standby 0 holds 15 durably. */
+    assert_int_equal(bq_commit_update(&c, 15, 5), 15);
+    assert_int_equal(c.state, BQ_SYNC_ON);
+    /* An ack reaching a disconnected standby does not bring it in sync. */
+    bq_commit_disconnected(&c, 1, 6);
+    ack(&c, 1, 15, 7);
+    assert_false(c.sb[1].in_sync);
+    assert_int_equal(c.sb[1].flushed, 15);
+    assert_int_equal(bq_commit_in_sync(&c), 0);
+    assert_int_equal(bq_commit_update(&c, 15, 8), 15);
+    assert_int_equal(c.state, BQ_SYNC_WAITING);
+}
+
+static void test_waiting_to_degraded(void **state)
+{
+    (void)state;
+    bq_commit_t c;
+    bq_commit_init(&c, 1, 1, BQ_FALLBACK_ASYNC, T, 0, 100);
+    bq_commit_logged(&c, 5);
+    assert_int_equal(bq_commit_update(&c, 5, 100 + T - 1), 0);
+    assert_int_equal(c.state, BQ_SYNC_WAITING);
+    assert_true(bq_commit_next_deadline(&c) == 100 + T);
+    assert_int_equal(bq_commit_update(&c, 5, 100 + T), 5);
+    assert_int_equal(c.state, BQ_SYNC_DEGRADED);
+    assert_true(bq_commit_next_deadline(&c) == INT64_MAX);
+    assert_string_equal(bq_commit_state_name(c.state), "degraded");
+    bq_commit_logged(&c, 50);
+    assert_int_equal(bq_commit_update(&c, 50, 100 + T + 1), 50);
+    /* A standby catches up: sync again, from the commit point on. */
+    bq_commit_connected(&c, 0, 20, 100 + T + 2);
+    assert_int_equal(bq_commit_update(&c, 50, 100 + T + 3), 50);
+    assert_int_equal(c.state, BQ_SYNC_DEGRADED);
+    ack(&c, 0, 50, 100 + T + 4);
+    bq_commit_logged(&c, 60);
+    assert_int_equal(bq_commit_update(&c, 60, 100 + T + 5), 50);
+    assert_int_equal(c.state, BQ_SYNC_ON);
+    ack(&c, 0, 60, 100 + T + 6);
+    assert_int_equal(bq_commit_update(&c, 60, 100 + T + 7), 60);
+}
+
+static void test_waiting_to_refusing(void **state)
+{
+    (void)state;
+    bq_commit_t c;
+    bq_commit_init(&c, 1, 1, BQ_FALLBACK_REFUSE, T, 0, 0);
+    bq_commit_logged(&c, 10);
+    bq_commit_connected(&c, 0, 10, 1);
+    assert_int_equal(bq_commit_update(&c, 10, 2), 10);
+    bq_commit_disconnected(&c, 0, 1000);
+    bq_commit_logged(&c, 12);
+    assert_int_equal(bq_commit_update(&c, 12, 1000), 10);
+    assert_int_equal(c.short_since, 1000);
+    assert_int_equal(bq_commit_update(&c, 12, 1000 + T - 1), 10);
+    assert_int_equal(c.state, BQ_SYNC_WAITING);
+    assert_int_equal(bq_commit_update(&c, 12, 1000 + T), 10);
+    assert_int_equal(c.state, BQ_SYNC_REFUSING);
+    assert_true(bq_commit_next_deadline(&c) == INT64_MAX);
+    assert_string_equal(bq_commit_state_name(c.state), "refusing");
+    /* Back to sync after the catch-up; the replies waiting go out. */
+    bq_commit_connected(&c, 0, 10, 1000 + T + 1);
+    assert_int_equal(bq_commit_update(&c, 12, 1000 + T + 2), 10);
+    assert_int_equal(c.state, BQ_SYNC_REFUSING);
+    ack(&c, 0, 12, 1000 + T + 3);
+    assert_int_equal(bq_commit_update(&c, 12, 1000 + T + 4), 12);
+    assert_int_equal(c.state, BQ_SYNC_ON);
+    assert_int_equal(c.short_since, -1);
+    /* A new short period starts its own timeout. */
+    bq_commit_disconnected(&c, 0, 5000);
+    assert_int_equal(bq_commit_update(&c, 12, 5000), 12);
+    assert_int_equal(c.state, BQ_SYNC_WAITING);
+    assert_true(bq_commit_next_deadline(&c) == 5000 + T);
+}
+
+static void test_never_decreases(void **state)
+{
+    (void)state;
+    bq_commit_t c;
+    bq_commit_init(&c, 1, 1, BQ_FALLBACK_ASYNC, T, 7, 0);
+    assert_int_equal(c.commit, 7);
+    assert_int_equal(bq_commit_update(&c, 3, 1), 7); /* local release below it */
+    assert_int_equal(bq_commit_update(&c, 9, T), 9);
+    assert_int_equal(bq_commit_update(&c, 8, T + 1), 9);
+    bq_commit_connected(&c, 0, 9, T + 2);
+    assert_int_equal(c.state, BQ_SYNC_DEGRADED);
+    assert_int_equal(bq_commit_update(&c, 9, T + 3), 9);
+    assert_int_equal(c.state, BQ_SYNC_ON);
+    bq_commit_connected(&c, 0, 1, T + 4); /* flushed back to 1 */
+    assert_int_equal(bq_commit_update(&c, 9, T + 5), 9);
+}
+
+static void test_need_above_standbys(void **state)
+{
+    (void)state;
+    bq_commit_t c, a;
+    bq_commit_init(&c, 1, 2, BQ_FALLBACK_REFUSE, T, 0, 0);
+    bq_commit_init(&a, 1, 2, BQ_FALLBACK_ASYNC, T, 0, 0);
+    bq_commit_t *cs[] = {&c, &a};
+    for (size_t k = 0; k < 2; k++) {
+        bq_commit_logged(cs[k], 10);
+        bq_commit_connected(cs[k], 0, 10, 1);
+        assert_int_equal(bq_commit_update(cs[k], 10, 2), 0);
+        assert_int_equal(cs[k]->state, BQ_SYNC_WAITING);
+    }
+    assert_int_equal(bq_commit_update(&c, 10, T), 0);
+    assert_int_equal(c.state, BQ_SYNC_REFUSING);
+    assert_int_equal(bq_commit_update(&a, 10, T), 10);
+    assert_int_equal(a.state, BQ_SYNC_DEGRADED);
+}
+
+static void test_bad_index_and_names(void **state)
+{
+    (void)state;
+    bq_commit_t c, before;
+    bq_commit_init(&c, 1, 1, BQ_FALLBACK_REFUSE, T, 0, 0);
+    memcpy(&before, &c, sizeof(c));
+    bq_commit_connected(&c, 1, 5, 1);
+    bq_commit_ack(&c, 1, 5, 5, 5, 1);
+    bq_commit_disconnected(&c, 7, 1);
+    assert_memory_equal(&before, &c, sizeof(c));
+    assert_string_equal(bq_commit_state_name(BQ_SYNC_WAITING), "waiting");
+    assert_string_equal(bq_commit_state_name((bq_sync_state_t)99), "unknown");
+}
+
+/* Randomized comparison with a reference model. */
+
+static uint64_t rng_state = UINT64_C(0x2545F4914F6CDD1D);
+
+static uint64_t rnd(uint64_t n)
+{
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return (rng_state * UINT64_C(2685821657736338717)) % n;
+}
+
+typedef struct model {
+    size_t n;
+    unsigned need;
+    bq_fallback_t fallback;
+    bool connected[BQ_COMMIT_MAX_STANDBYS], in_sync[BQ_COMMIT_MAX_STANDBYS];
+    uint64_t target[BQ_COMMIT_MAX_STANDBYS], flushed[BQ_COMMIT_MAX_STANDBYS];
+    uint64_t last_lsn, release;
+    int64_t now, short_since;
+} model_t;
+
+/* The need-th highest of the model's flushed LSNs, by counting. */
+static bool model_nth(const model_t *m, uint64_t *out)
+{
+    if (m->need == 0 || m->need > m->n)
+        return false;
+    *out = 0;
+    for (size_t i = 0; i < m->n; i++) {
+        size_t at_least = 0;
+        for (size_t j = 0; j < m->n; j++)
+            at_least += m->flushed[j] >= m->flushed[i];
+        if (at_least >= m->need && m->flushed[i] > *out)
+            *out = m->flushed[i];
+    }
+    return true;
+}
+
+static bq_sync_state_t model_state(model_t *m)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < m->n; i++)
+        k += m->connected[i] && m->in_sync[i];
+    if (m->need == 0 || k >= m->need) {
+        m->short_since = -1;
+        return m->need ? BQ_SYNC_ON : BQ_SYNC_OFF;
+    }
+    if (m->short_since < 0)
+        m->short_since = m->now;
+    if (m->now - m->short_since < T)
+        return BQ_SYNC_WAITING;
+    return m->fallback == BQ_FALLBACK_ASYNC ? BQ_SYNC_DEGRADED : BQ_SYNC_REFUSING;
+}
+
+/* One random event, applied to both the model and c. */
+static void random_event(model_t *m, bq_commit_t *c)
+{
+    size_t i = (size_t)rnd(m->n ? m->n : 1);
+    switch (rnd(6)) {
+    case 0:
+        m->last_lsn += rnd(5);
+        bq_commit_logged(c, m->last_lsn);
+        break;
+    case 1:
+        m->release += rnd(m->last_lsn - m->release + 1);
+        break;
+    case 2:
+        if (m->n == 0)
+            break;
+        m->connected[i] = true;
+        m->target[i] = m->last_lsn;
+        m->flushed[i] = rnd(m->last_lsn + 1);
+        m->in_sync[i] = m->flushed[i] >= m->target[i];
+        bq_commit_connected(c, i, m->flushed[i], m->now);
+        break;
+    case 3:
+        if (m->n == 0)
+            break;
+        m->connected[i] = m->in_sync[i] = false;
+        bq_commit_disconnected(c, i, m->now);
+        break;
+    case 4: {
+        if (m->n == 0)
+            break;
+        uint64_t f = rnd(m->last_lsn + 1);
+        if (f > m->flushed[i])
+            m->flushed[i] = f;
+        if (m->connected[i] && m->flushed[i] >= m->target[i])
+            m->in_sync[i] = true;
+        bq_commit_ack(c, i, f, f, f, m->now);
+        break;
+    }
+    default:
+        m->now += (int64_t)rnd(T / 2);
+        break;
+    }
+}
+
+static void check_step(model_t *m, bq_commit_t *c, uint64_t before)
+{
+    uint64_t after = bq_commit_update(c, m->release, m->now), nth = 0;
+    bq_sync_state_t st = model_state(m);
+    bool sync = st == BQ_SYNC_ON || st == BQ_SYNC_WAITING || st == BQ_SYNC_REFUSING;
+
+    assert_int_equal(c->state, st);
+    assert_true(after >= before);
+    assert_true(after <= m->release);
+    if (sync && after > before)
+        assert_true(model_nth(m, &nth) && after <= nth);
+    if (st == BQ_SYNC_ON && model_nth(m, &nth)) {
+        uint64_t want = nth < m->release ? nth : m->release;
+        assert_int_equal(after, want > before ? want : before);
+    }
+    if (st == BQ_SYNC_OFF || st == BQ_SYNC_DEGRADED)
+        assert_int_equal(after, m->release);
+    assert_true(bq_commit_next_deadline(c) ==
+                (st == BQ_SYNC_WAITING ? m->short_since + T : INT64_MAX));
+}
+
+static void test_random_sequences(void **state)
+{
+    (void)state;
+    for (int run = 0; run < 2000; run++) {
+        model_t m;
+        bq_commit_t c;
+        memset(&m, 0, sizeof(m));
+        m.n = (size_t)rnd(4);
+        m.need = (unsigned)rnd(m.n + 2); /* sometimes more than n */
+        m.fallback = rnd(2) ? BQ_FALLBACK_ASYNC : BQ_FALLBACK_REFUSE;
+        m.short_since = -1;
+        m.last_lsn = m.release = rnd(3);
+        bq_commit_init(&c, m.n, m.need, m.fallback, T, m.release, 0);
+        assert_int_equal(c.state, model_state(&m));
+        for (int step = 0; step < 200; step++) {
+            uint64_t before = c.commit;
+            random_event(&m, &c);
+            check_step(&m, &c, before);
+        }
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_off),
+        cmocka_unit_test(test_one_standby_needing_one),
+        cmocka_unit_test(test_two_standbys),
+        cmocka_unit_test(test_acks_out_of_order),
+        cmocka_unit_test(test_reconnect_with_less),
+        cmocka_unit_test(test_disconnected_ack_stays_durable),
+        cmocka_unit_test(test_waiting_to_degraded),
+        cmocka_unit_test(test_waiting_to_refusing),
+        cmocka_unit_test(test_never_decreases),
+        cmocka_unit_test(test_need_above_standbys),
+        cmocka_unit_test(test_bad_index_and_names),
+        cmocka_unit_test(test_random_sequences),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

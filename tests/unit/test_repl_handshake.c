@@ -1,0 +1,341 @@
+/* Unit tests of the primary's answer to a Hello (replication/handshake.c):
+ * every refusal and their order, and where the stream starts: resume at
+ * segment boundaries, at the primary's last frame, into an empty last or
+ * middle segment, and resync when the standby is ahead, behind the oldest
+ * retained segment or on another branch of the log after a fork. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "replication/handshake.h"
+
+static const char *const peers[] = {"n2", "n3"};
+
+/* Segments 1..10 in epoch 1, 11..20 in epoch 2, 21..30 in epoch 3. */
+static const bq_hs_segment_t three[] = {{1, 1}, {11, 2}, {21, 3}};
+
+static bq_hs_primary_t primary(const bq_hs_segment_t *segs, size_t nsegs, uint64_t last_lsn)
+{
+    bq_hs_primary_t p = {
+        .cluster_id = "c1",
+        .node_id = "n1",
+        .epoch = 3,
+        .last_lsn = last_lsn,
+        .segs = segs,
+        .nsegs = nsegs,
+        .peers = peers,
+        .npeers = 2,
+        .tls_name = NULL,
+    };
+    return p;
+}
+
+static Bq__Repl__Hello hello(const char *node_id, uint64_t last_epoch, uint64_t last_lsn)
+{
+    Bq__Repl__Hello h = BQ__REPL__HELLO__INIT;
+    h.version = BQ_REPL_VERSION;
+    h.cluster_id = (char *)"c1";
+    h.node_id = (char *)node_id;
+    h.last_epoch = last_epoch;
+    h.last_lsn = last_lsn;
+    return h;
+}
+
+static bq_hs_decision_t decide(const bq_hs_primary_t *p, const Bq__Repl__Hello *h)
+{
+    bq_hs_decision_t d;
+    memset(&d, 0xA5, sizeof(d));
+    bq_hs_decide(p, h, &d);
+    return d;
+}
+
+static void assert_refused(const bq_hs_decision_t *d, Bq__Repl__RefuseReason reason)
+{
+    assert_int_equal(d->action, BQ_HS_REFUSE);
+    assert_int_equal(d->reason, reason);
+    assert_non_null(d->detail);
+    assert_true(strlen(d->detail) > 0);
+    assert_null(strchr(d->detail, '\n'));
+}
+
+static void assert_start(const bq_hs_decision_t *d, bq_hs_action_t action, uint64_t lsn,
+                         size_t seg)
+{
+    assert_int_equal(d->action, action);
+    assert_int_equal(d->start_lsn, lsn);
+    assert_int_equal(d->seg, seg);
+}
+
+static void test_bad_version(void **state)
+{
+    (void)state;
+    bq_hs_primary_t p = primary(three, 3, 30);
+    Bq__Repl__Hello h = hello("n2", 3, 30);
+    h.version = 0;
+    bq_hs_decision_t d = decide(&p, &h);
+    assert_refused(&d, BQ__REPL__REFUSE_REASON__BAD_VERSION);
+    h.version = BQ_REPL_VERSION + 1;
+    d = decide(&p, &h);
+    assert_refused(&d, BQ__REPL__REFUSE_REASON__BAD_VERSION);
+}
+
+static void test_wrong_cluster(void **state)
+{
+    (void)state;
+    bq_hs_primary_t p = primary(three, 3, 30);
+    Bq__Repl__Hello h = hello("n2", 3, 30);
+    h.cluster_id = (char *)"c2";
+    bq_hs_decision_t d = decide(&p, &h);
+    assert_refused(&d, BQ__REPL__REFUSE_REASON__WRONG_CLUSTER);
+    h.cluster_id = (char *)"";
+    d = decide(&p, &h);
+    assert_refused(&d, BQ__REPL__REFUSE_REASON__WRONG_CLUSTER);
+}
+
+static void test_unknown_node(void **state)
+{
+    (void)state;
+    bq_hs_primary_t p = primary(three, 3, 30);
+    const char *bad[] = {"", "n1", "n4", "n"};
+    const char *details[4];
+    for (size_t i = 0; i < 4; i++) {
+        Bq__Repl__Hello h = hello(bad[i], 3, 30);
+        bq_hs_decision_t d = decide(&p, &h);
+        assert_refused(&d, BQ__REPL__REFUSE_REASON__UNKNOWN_NODE);
+        details[i] = d.detail;
+    }
+    /* Empty, own and unknown ids are told apart in the detail. */
+    assert_string_not_equal(details[0], details[1]);
+    assert_string_not_equal(details[1], details[2]);
+    assert_string_not_equal(details[0], details[2]);
+}
+
+static void test_certificate_name(void **state)
+{
+    (void)state;
+    bq_hs_primary_t p = primary(three, 3, 30);
+    Bq__Repl__Hello h = hello("n2", 3, 30);
+    p.tls_name = "n3"; /* n3's certificate presenting n2's id */
+    bq_hs_decision_t d = decide(&p, &h);
+    assert_refused(&d, BQ__REPL__REFUSE_REASON__UNKNOWN_NODE);
+    p.tls_name = "n2";
+    d = decide(&p, &h);
+    assert_start(&d, BQ_HS_RESUME, 31, 2);
+    p.tls_name = NULL; /* plaintext: only the peer list counts */
+    d = decide(&p, &h);
+    assert_start(&d, BQ_HS_RESUME, 31, 2);
+}
+
+static void test_stale_primary(void **state)
+{
+    (void)state;
+    bq_hs_primary_t p = primary(three, 3, 30);
+    Bq__Repl__Hello h = hello("n2", 4, 30);
+    bq_hs_decision_t d = decide(&p, &h);
+    assert_refused(&d, BQ__REPL__REFUSE_REASON__STALE_PRIMARY);
+    /* Even with a shorter log: the epoch decides. */
+    h = hello("n2", 4, 2);
+    d = decide(&p, &h);
+    assert_refused(&d, BQ__REPL__REFUSE_REASON__STALE_PRIMARY);
+}
+
+static void test_refusal_order(void **state)
+{
+    (void)state;
+    bq_hs_primary_t p = primary(three, 3, 30);
+    p.tls_name = "n3";
+    Bq__Repl__Hello h = hello("n9", 9, 99);
+    h.cluster_id = (char *)"other";
+    h.version = 7;
+    bq_hs_decision_t d = decide(&p, &h);
+    assert_refused(&d, BQ__REPL__REFUSE_REASON__BAD_VERSION);
+    h.version = BQ_REPL_VERSION;
+    d = decide(&p, &h);
+    assert_refused(&d, BQ__REPL__REFUSE_REASON__WRONG_CLUSTER);
+    h.cluster_id = (char *)"c1";
+    d = decide(&p, &h);
+    assert_refused(&d, BQ__REPL__REFUSE_REASON__UNKNOWN_NODE);
+    h.node_id = (char *)"n2"; /* a peer, but not the certificate's */
+    d = decide(&p, &h);
+    assert_refused(&d, BQ__REPL__REFUSE_REASON__UNKNOWN_NODE);
+    h.node_id = (char *)"n3";
+    d = decide(&p, &h);
+    assert_refused(&d, BQ__REPL__REFUSE_REASON__STALE_PRIMARY);
+    h.last_epoch = 3;
+    d = decide(&p, &h);
+    assert_start(&d, BQ_HS_RESYNC, 1, 0); /* ahead of the primary */
+}
+
+static void test_resume_at_boundaries(void **state)
+{
+    (void)state;
+    bq_hs_primary_t p = primary(three, 3, 30);
+    struct {
+        uint64_t epoch, lsn, start;
+        size_t seg;
+    } cases[] = {
+        {1, 1, 2, 0},   /* first frame */
+        {1, 9, 10, 0},  /* the last frame of segment 0 follows */
+        {1, 10, 11, 1}, /* segment 0's last frame: resume at segment 1 */
+        {2, 11, 12, 1}, /* segment 1's first frame */
+        {2, 15, 16, 1},
+        {2, 20, 21, 2},
+        {3, 29, 30, 2},
+        {3, 30, 31, 2}, /* the primary's last frame: nothing to send yet */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        Bq__Repl__Hello h = hello("n2", cases[i].epoch, cases[i].lsn);
+        bq_hs_decision_t d = decide(&p, &h);
+        assert_start(&d, BQ_HS_RESUME, cases[i].start, cases[i].seg);
+    }
+}
+
+static void test_resume_from_nothing(void **state)
+{
+    (void)state;
+    bq_hs_primary_t p = primary(three, 3, 30);
+    Bq__Repl__Hello h = hello("n2", 0, 0);
+    bq_hs_decision_t d = decide(&p, &h);
+    assert_start(&d, BQ_HS_RESUME, 1, 0);
+
+    /* A primary with an empty log and a standby with nothing. */
+    static const bq_hs_segment_t empty[] = {{1, 1}};
+    p = primary(empty, 1, 0);
+    d = decide(&p, &h);
+    assert_start(&d, BQ_HS_RESUME, 1, 0);
+    h = hello("n3", 1, 1); /* ahead of it */
+    d = decide(&p, &h);
+    assert_start(&d, BQ_HS_RESYNC, 1, 0);
+}
+
+static void test_empty_last_segment(void **state)
+{
+    (void)state;
+    /* Epoch 3 opened segment 2 at 31 and has written nothing yet. */
+    static const bq_hs_segment_t segs[] = {{1, 1}, {11, 2}, {31, 3}};
+    bq_hs_primary_t p = primary(segs, 3, 30);
+    Bq__Repl__Hello h = hello("n2", 2, 30);
+    bq_hs_decision_t d = decide(&p, &h);
+    assert_start(&d, BQ_HS_RESUME, 31, 2);
+    h = hello("n2", 2, 25);
+    d = decide(&p, &h);
+    assert_start(&d, BQ_HS_RESUME, 26, 1);
+    /* LSN 30 is epoch 2's, not 3's. */
+    h = hello("n2", 3, 30);
+    d = decide(&p, &h);
+    assert_start(&d, BQ_HS_RESYNC, 1, 0);
+    assert_int_equal(bq_hs_epoch_of(&p, 30), 2);
+    assert_int_equal(bq_hs_epoch_of(&p, 31), -1);
+}
+
+static void test_empty_middle_segment(void **state)
+{
+    (void)state;
+    /* Epoch 2 opened a segment at 11 and wrote nothing before epoch 3. */
+    static const bq_hs_segment_t segs[] = {{1, 1}, {11, 2}, {11, 3}};
+    bq_hs_primary_t p = primary(segs, 3, 20);
+    assert_int_equal(bq_hs_epoch_of(&p, 10), 1);
+    assert_int_equal(bq_hs_epoch_of(&p, 11), 3);
+    Bq__Repl__Hello h = hello("n2", 1, 10);
+    bq_hs_decision_t d = decide(&p, &h);
+    assert_start(&d, BQ_HS_RESUME, 11, 2);
+    h = hello("n2", 3, 11);
+    d = decide(&p, &h);
+    assert_start(&d, BQ_HS_RESUME, 12, 2);
+    h = hello("n2", 2, 11); /* no frame of epoch 2 exists */
+    d = decide(&p, &h);
+    assert_start(&d, BQ_HS_RESYNC, 1, 0);
+}
+
+static void test_behind_oldest_segment(void **state)
+{
+    (void)state;
+    /* Frames before 11 were compacted away. */
+    static const bq_hs_segment_t segs[] = {{11, 2}, {21, 3}};
+    bq_hs_primary_t p = primary(segs, 2, 30);
+    uint64_t lsns[] = {0, 1, 9, 10};
+    for (size_t i = 0; i < 4; i++) {
+        Bq__Repl__Hello h = hello("n2", lsns[i] ? 1 : 0, lsns[i]);
+        bq_hs_decision_t d = decide(&p, &h);
+        assert_start(&d, BQ_HS_RESYNC, 11, 0);
+    }
+    Bq__Repl__Hello h = hello("n2", 2, 11); /* the oldest frame is held */
+    bq_hs_decision_t d = decide(&p, &h);
+    assert_start(&d, BQ_HS_RESUME, 12, 0);
+}
+
+static void test_ahead_of_primary(void **state)
+{
+    (void)state;
+    bq_hs_primary_t p = primary(three, 3, 30);
+    Bq__Repl__Hello h = hello("n2", 3, 31);
+    bq_hs_decision_t d = decide(&p, &h);
+    assert_start(&d, BQ_HS_RESYNC, 1, 0);
+    h = hello("n2", 2, UINT64_MAX);
+    d = decide(&p, &h);
+    assert_start(&d, BQ_HS_RESYNC, 1, 0);
+}
+
+static void test_fork(void **state)
+{
+    (void)state;
+    bq_hs_primary_t p = primary(three, 3, 30);
+    /* The standby, an old primary of epoch 2, wrote 21..25 that the new
+     * primary never had: the new primary's 21..25 are epoch 3. */
+    Bq__Repl__Hello h = hello("n2", 2, 25);
+    bq_hs_decision_t d = decide(&p, &h);
+    assert_start(&d, BQ_HS_RESYNC, 1, 0);
+    /* Same LSN, older epoch inside a segment of epoch 2. */
+    h = hello("n2", 1, 15);
+    d = decide(&p, &h);
+    assert_start(&d, BQ_HS_RESYNC, 1, 0);
+    /* The same frame (epoch 2, LSN 20): the logs agree up to it. */
+    h = hello("n2", 2, 20);
+    d = decide(&p, &h);
+    assert_start(&d, BQ_HS_RESUME, 21, 2);
+}
+
+static void test_epoch_of(void **state)
+{
+    (void)state;
+    bq_hs_primary_t p = primary(three, 3, 30);
+    assert_int_equal(bq_hs_epoch_of(&p, 0), -1);
+    assert_int_equal(bq_hs_epoch_of(&p, 1), 1);
+    assert_int_equal(bq_hs_epoch_of(&p, 10), 1);
+    assert_int_equal(bq_hs_epoch_of(&p, 11), 2);
+    assert_int_equal(bq_hs_epoch_of(&p, 20), 2);
+    assert_int_equal(bq_hs_epoch_of(&p, 21), 3);
+    assert_int_equal(bq_hs_epoch_of(&p, 30), 3);
+    assert_int_equal(bq_hs_epoch_of(&p, 31), -1);
+    assert_int_equal(bq_hs_epoch_of(&p, UINT64_MAX), -1);
+    p.segs = three + 1;
+    p.nsegs = 2;
+    assert_int_equal(bq_hs_epoch_of(&p, 10), -1);
+    assert_int_equal(bq_hs_epoch_of(&p, 11), 2);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bad_version),
+        cmocka_unit_test(test_wrong_cluster),
+        cmocka_unit_test(test_unknown_node),
+        cmocka_unit_test(test_certificate_name),
+        cmocka_unit_test(test_stale_primary),
+        cmocka_unit_test(test_refusal_order),
+        cmocka_unit_test(test_resume_at_boundaries),
+        cmocka_unit_test(test_resume_from_nothing),
+        cmocka_unit_test(test_empty_last_segment),
+        cmocka_unit_test(test_empty_middle_segment),
+        cmocka_unit_test(test_behind_oldest_segment),
+        cmocka_unit_test(test_ahead_of_primary),
+        cmocka_unit_test(test_fork),
+        cmocka_unit_test(test_epoch_of),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
