@@ -228,6 +228,9 @@ void bq_server_released(bq_server_t *s)
     bq_list_t *l;
     if (s->stopping)
         return;
+    /* Brings the sync state up to date (the commit point is computed with it). */
+    if (s->cluster)
+        (void)bq_server_release_lsn(s);
     bool refusing = bq_cluster_refusing(s->cluster);
     if (bq_engine_draining(s->engine) != (s->drain_signal || refusing)) {
         bq_engine_set_draining(s->engine, s->drain_signal || refusing);
