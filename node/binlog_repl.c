@@ -6,10 +6,11 @@
  *
  * A standby never logs records of its own, so it cannot move jobs forward;
  * the primary's compaction does that, and its relogged records arrive like
- * any other. Each time the primary's stream starts a new segment the standby
- * recounts which segments hold live jobs and removes the oldest ones that
- * hold none, as long as a later, closed (so fsynced) segment starts with a
- * checkpoint that restates the id reservation and the paused tubes. */
+ * any other. When the primary's stream starts a new segment and the log is
+ * more than twice what the live jobs need, the standby recounts which
+ * segments hold live jobs and removes the oldest ones that hold none, as
+ * long as a later, closed (so fsynced) segment starts with a checkpoint that
+ * restates the id reservation and the paused tubes. */
 #include <errno.h>
 #include <string.h>
 #include <unistd.h>
@@ -78,6 +79,14 @@ uint32_t bq_binlog_current_file(const bq_binlog_t *b)
  * checkpoint. */
 static void follower_compact(bq_binlog_t *b)
 {
+    /* The recount costs a pass over every live job: only worth it once the
+     * log is more than twice what the live jobs need, which is also when the
+     * primary moves them forward (so the standby's log stays within about
+     * twice the live data, like the primary's). */
+    uint64_t live = bq_engine_live_log_bytes(b->engine);
+    uint64_t floor = live > b->cfg.seg_size ? live : b->cfg.seg_size;
+    if (b->total / 2 <= floor)
+        return;
     size_t keep_from = 0;
     for (size_t i = 0; i + 1 < b->nsegs; i++)
         if (b->segs[i].checkpoint)

@@ -21,6 +21,7 @@
 #define MAX_PENDING 16
 /* Lag samples: (lsn, time, bytes) after binlog writes. */
 #define SAMPLES 1024
+#define SAMPLE_NS INT64_C(10000000)
 
 typedef struct conn conn_t;
 
@@ -39,8 +40,8 @@ struct conn {
 };
 
 typedef struct sample {
-    uint64_t lsn;
-    int64_t at;
+    uint64_t lsn; /* frames up to here were written ... */
+    int64_t at;   /* ... at or after this time (within SAMPLE_NS) */
     uint64_t bytes; /* binlog bytes written up to lsn */
 } sample_t;
 
@@ -424,6 +425,16 @@ int bq_feeder_listen(bq_feeder_t *f, const char *host, const char *port)
 /* Keeps a (lsn, time) sample per write, for the lag in milliseconds. */
 static void add_sample(bq_feeder_t *f, uint64_t lsn, uint64_t bytes, int64_t now)
 {
+    /* One sample per SAMPLE_NS at most: SAMPLES of them cover at least
+     * SAMPLES * SAMPLE_NS of writes (a larger lag is reported as that much). */
+    if (f->nsamples > 0) {
+        sample_t *last = &f->samples[(f->sample_head + f->nsamples - 1) % SAMPLES];
+        if (now - last->at < SAMPLE_NS) {
+            last->lsn = lsn;
+            last->bytes = bytes;
+            return;
+        }
+    }
     size_t at = (f->sample_head + f->nsamples) % SAMPLES;
     if (f->nsamples == SAMPLES)
         f->sample_head = (f->sample_head + 1) % SAMPLES;
