@@ -82,6 +82,14 @@ void bq_frame_header(uint8_t out[BQ_FRAME_HEADER], uint64_t lsn, uint64_t epoch,
     put32(out + 4, frame_crc(out, payload, len));
 }
 
+void bq_frame_read_header(const uint8_t hdr[BQ_FRAME_HEADER], bq_frame_t *f)
+{
+    f->len = get32(hdr);
+    f->crc = get32(hdr + 4);
+    f->lsn = get64(hdr + 8);
+    f->epoch = get64(hdr + 16);
+}
+
 bq_frame_status_t bq_frame_decode(const uint8_t *buf, size_t avail, bq_frame_t *f,
                                   const uint8_t **payload)
 {
@@ -90,10 +98,7 @@ bq_frame_status_t bq_frame_decode(const uint8_t *buf, size_t avail, bq_frame_t *
         return avail && memcmp(buf, zero, avail) == 0 ? BQ_FRAME_END : BQ_FRAME_SHORT;
     if (memcmp(buf, zero, BQ_FRAME_HEADER) == 0)
         return BQ_FRAME_END;
-    f->len = get32(buf);
-    f->crc = get32(buf + 4);
-    f->lsn = get64(buf + 8);
-    f->epoch = get64(buf + 16);
+    bq_frame_read_header(buf, f);
     if (f->len == 0 || f->len > BQ_FRAME_MAX_PAYLOAD)
         return BQ_FRAME_BAD_LEN;
     if (avail - BQ_FRAME_HEADER < f->len)

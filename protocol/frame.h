@@ -52,6 +52,10 @@ uint32_t bq_crc32c(uint32_t crc, const void *data, size_t len);
 void bq_frame_header(uint8_t out[BQ_FRAME_HEADER], uint64_t lsn, uint64_t epoch,
                      const void *payload, uint32_t len);
 
+/* Reads the fields of a frame header, checking nothing (for frames
+ * already checked, or to learn a frame's length before reading it). */
+void bq_frame_read_header(const uint8_t hdr[BQ_FRAME_HEADER], bq_frame_t *f);
+
 /* Decodes the frame at buf[0..avail): on BQ_FRAME_OK fills *f and points
  * *payload into buf. Never reads past avail. */
 bq_frame_status_t bq_frame_decode(const uint8_t *buf, size_t avail, bq_frame_t *f,

@@ -63,21 +63,18 @@ static int open_seg(bq_sender_t *s, const bq_repl_seg_t *seg, char *err, size_t 
 static int seek_lsn(bq_sender_t *s, uint64_t lsn, char *err, size_t errlen)
 {
     uint8_t h[BQ_FRAME_HEADER];
+    bq_frame_t f;
     while (s->off < s->seg.data_end) {
         ssize_t n = pread(s->fd, h, sizeof h, (off_t)s->off);
         if (n != (ssize_t)sizeof h)
             break;
-        uint32_t len = (uint32_t)h[0] | (uint32_t)h[1] << 8 | (uint32_t)h[2] << 16 |
-                       (uint32_t)h[3] << 24;
-        uint64_t at = 0;
-        for (int i = 7; i >= 0; i--)
-            at = at << 8 | h[8 + i];
-        if (len == 0 || at >= lsn) {
-            if (at == lsn)
+        bq_frame_read_header(h, &f);
+        if (f.len == 0 || f.lsn >= lsn) {
+            if (f.lsn == lsn)
                 return 0;
             break;
         }
-        s->off += BQ_FRAME_HEADER + (uint64_t)len;
+        s->off += BQ_FRAME_HEADER + (uint64_t)f.len;
     }
     if (s->off == s->seg.data_end && lsn == s->log->written_lsn(s->log->arg) + 1)
         return 0; /* caught up exactly at the end */
@@ -161,8 +158,8 @@ static int send_chunk(bq_sender_t *s, uint64_t end, char *err, size_t errlen)
                      bq_frame_status_name(st));
             return -1;
         }
-        want = BQ_FRAME_HEADER + (size_t)(s->buf[0] | s->buf[1] << 8 | s->buf[2] << 16 |
-                                          (uint32_t)s->buf[3] << 24);
+        bq_frame_read_header(s->buf, &f);
+        want = BQ_FRAME_HEADER + (size_t)f.len;
     }
 }
 
