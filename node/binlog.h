@@ -109,7 +109,7 @@ void bq_binlog_seg(const bq_binlog_t *b, size_t i, bq_binlog_seg_info_t *out);
  * LSN (checkpoint: it starts exactly at primary_first) and removes old
  * segments no longer needed. 0, or -errno (logged). */
 int bq_binlog_follow_segment(bq_binlog_t *b, uint64_t primary_first, uint64_t epoch,
-                             int64_t created_wall, bq_now_t now);
+                             bq_now_t now);
 
 /* Standby: appends whole, checked frames data[0..len), the last with LSN
  * last_lsn, to this turn's batch. 0, or -1 when out of memory or no

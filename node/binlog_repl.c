@@ -102,9 +102,8 @@ static void follower_compact(bq_binlog_t *b)
 }
 
 int bq_binlog_follow_segment(bq_binlog_t *b, uint64_t primary_first, uint64_t epoch,
-                             int64_t created_wall, bq_now_t now)
+                             bq_now_t now)
 {
-    (void)created_wall;
     if (b->fd >= 0 && b->follow_first == primary_first && b->epoch == epoch)
         return 0; /* the current segment already follows it */
     /* Frames received so far belong to the old segment. */
