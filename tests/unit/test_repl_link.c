@@ -22,10 +22,10 @@
 #include "replication/link.h"
 #include "replication/tls.h"
 #include "replication/wire.h"
+#include "tls_certs.h"
 
 #define DEADLINE_MS 10000
 
-static char dir[64];
 
 typedef struct side {
     bq_link_t *link;
@@ -74,28 +74,6 @@ static int setup_certs(void **state)
     char cmd[512];
     snprintf(cmd, sizeof cmd, "'%s' '%s' alpha beta", BQ_MKCERTS, dir);
     return system(cmd) == 0 ? 0 : -1;
-}
-
-static int teardown_certs(void **state)
-{
-    (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
-static SSL_CTX *ctx_for(bool server, const char *name)
-{
-    char cert[128], key[128], ca[128], err[512] = "";
-    snprintf(cert, sizeof cert, "%s/%s.pem", dir, name);
-    snprintf(key, sizeof key, "%s/%s.key", dir, name);
-    snprintf(ca, sizeof ca, "%s/ca.pem", dir);
-    bq_tls_files_t files = {.cert = cert, .key = key, .ca = ca};
-    SSL_CTX *ctx = bq_tls_ctx_new(server, &files, err, sizeof err);
-    if (ctx == NULL) {
-        fail_msg("bq_tls_ctx_new: %s", err);
-    }
-    return ctx;
 }
 
 /* ---- link callbacks -------------------------------------------------- */

@@ -23,8 +23,8 @@
 #include <openssl/x509v3.h>
 
 #include "replication/tls.h"
+#include "tls_certs.h"
 
-static char dir[64];
 
 /* ---- certificates ---------------------------------------------------- */
 
@@ -116,29 +116,6 @@ static int setup_certs(void **state)
     EVP_PKEY_free(ca_key);
     EVP_PKEY_free(other_key);
     return 0;
-}
-
-static int teardown_certs(void **state)
-{
-    (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
-/* A context presenting dir/<name>.pem, trusting dir/ca.pem. */
-static SSL_CTX *ctx_for(bool server, const char *name)
-{
-    char cert[128], key[128], ca[128], err[512] = "";
-    snprintf(cert, sizeof cert, "%s/%s.pem", dir, name);
-    snprintf(key, sizeof key, "%s/%s.key", dir, name);
-    snprintf(ca, sizeof ca, "%s/ca.pem", dir);
-    bq_tls_files_t files = {.cert = cert, .key = key, .ca = ca};
-    SSL_CTX *ctx = bq_tls_ctx_new(server, &files, err, sizeof err);
-    if (ctx == NULL) {
-        fail_msg("bq_tls_ctx_new: %s", err);
-    }
-    return ctx;
 }
 
 /* ---- two channels in memory ------------------------------------------ */
