@@ -1,12 +1,12 @@
 /* Binlog frames and segment prefixes (see frame.h): fixed little-endian
  * layout whatever the host, a CRC-32C over everything but the checksum
- * itself, and a slicing-by-8 CRC that needs no CPU feature. */
+ * itself: the CPU's crc32 instruction on x86-64 with SSE4.2, else a
+ * slicing-by-8 table that needs no CPU feature. */
 #include "frame.h"
 
 #include <string.h>
 
 static uint32_t crc_table[8][256];
-static int crc_ready;
 
 static void crc_init(void)
 {
@@ -20,14 +20,59 @@ static void crc_init(void)
         for (int t = 1; t < 8; t++)
             crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xff];
     }
-    crc_ready = 1;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define HAVE_CRC_INSN 1
+/* The same CRC with SSE4.2's crc32 instruction (same polynomial). */
+__attribute__((target("sse4.2"))) static uint32_t crc_insn(uint32_t crc, const uint8_t *p,
+                                                            size_t len)
+{
+    uint64_t c = ~crc;
+    for (; len >= 8; p += 8, len -= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        c = __builtin_ia32_crc32di(c, v);
+    }
+    uint32_t c32 = (uint32_t)c;
+    while (len--)
+        c32 = __builtin_ia32_crc32qi(c32, *p++);
+    return ~c32;
+}
+#endif
+
+/* 0: not yet known, 1: the table, 2: the instruction. Set once, the same
+ * value by any thread that races to set it. */
+static volatile int crc_impl;
+
+static int crc_choose(void)
+{
+    crc_init();
+#ifdef HAVE_CRC_INSN
+    __builtin_cpu_init();
+    crc_impl = __builtin_cpu_supports("sse4.2") ? 2 : 1;
+#else
+    crc_impl = 1;
+#endif
+    return crc_impl;
 }
 
 uint32_t bq_crc32c(uint32_t crc, const void *data, size_t len)
 {
+    int impl = crc_impl ? crc_impl : crc_choose();
+#ifdef HAVE_CRC_INSN
+    if (impl == 2)
+        return crc_insn(crc, data, len);
+#endif
+    (void)impl;
+    return bq_crc32c_portable(crc, data, len);
+}
+
+uint32_t bq_crc32c_portable(uint32_t crc, const void *data, size_t len)
+{
     const uint8_t *p = data;
-    if (!crc_ready)
-        crc_init();
+    if (!crc_impl)
+        crc_choose();
     crc = ~crc;
     while (len >= 8) {
         uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
@@ -90,8 +135,7 @@ void bq_frame_read_header(const uint8_t hdr[BQ_FRAME_HEADER], bq_frame_t *f)
     f->epoch = get64(hdr + 16);
 }
 
-bq_frame_status_t bq_frame_decode(const uint8_t *buf, size_t avail, bq_frame_t *f,
-                                  const uint8_t **payload)
+bq_frame_status_t bq_frame_span(const uint8_t *buf, size_t avail, bq_frame_t *f)
 {
     static const uint8_t zero[BQ_FRAME_HEADER];
     if (avail < BQ_FRAME_HEADER)
@@ -101,8 +145,15 @@ bq_frame_status_t bq_frame_decode(const uint8_t *buf, size_t avail, bq_frame_t *
     bq_frame_read_header(buf, f);
     if (f->len == 0 || f->len > BQ_FRAME_MAX_PAYLOAD)
         return BQ_FRAME_BAD_LEN;
-    if (avail - BQ_FRAME_HEADER < f->len)
-        return BQ_FRAME_SHORT;
+    return avail - BQ_FRAME_HEADER < f->len ? BQ_FRAME_SHORT : BQ_FRAME_OK;
+}
+
+bq_frame_status_t bq_frame_decode(const uint8_t *buf, size_t avail, bq_frame_t *f,
+                                  const uint8_t **payload)
+{
+    bq_frame_status_t st = bq_frame_span(buf, avail, f);
+    if (st != BQ_FRAME_OK)
+        return st;
     if (frame_crc(buf, buf + BQ_FRAME_HEADER, f->len) != f->crc)
         return BQ_FRAME_BAD_CRC;
     *payload = buf + BQ_FRAME_HEADER;

@@ -48,6 +48,9 @@ typedef enum bq_frame_status {
 /* CRC-32C (Castagnoli) of len bytes, continuing from crc (start with 0). */
 uint32_t bq_crc32c(uint32_t crc, const void *data, size_t len);
 
+/* The same CRC computed with tables only, whatever the CPU (for tests). */
+uint32_t bq_crc32c_portable(uint32_t crc, const void *data, size_t len);
+
 /* Writes the header of a frame carrying payload[0..len) into out. */
 void bq_frame_header(uint8_t out[BQ_FRAME_HEADER], uint64_t lsn, uint64_t epoch,
                      const void *payload, uint32_t len);
@@ -60,6 +63,10 @@ void bq_frame_read_header(const uint8_t hdr[BQ_FRAME_HEADER], bq_frame_t *f);
  * *payload into buf. Never reads past avail. */
 bq_frame_status_t bq_frame_decode(const uint8_t *buf, size_t avail, bq_frame_t *f,
                                   const uint8_t **payload);
+
+/* Like bq_frame_decode but without checking the CRC: where the next whole
+ * frame ends, for bytes already checked (or checked by the receiver). */
+bq_frame_status_t bq_frame_span(const uint8_t *buf, size_t avail, bq_frame_t *f);
 
 /* The name of a status, for logs. */
 const char *bq_frame_status_name(bq_frame_status_t st);

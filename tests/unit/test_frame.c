@@ -105,6 +105,9 @@ static void crc_matches_bitwise_reference(void **state)
             len = sizeof buf - off;
         fill_random(buf, sizeof buf);
         assert_int_equal(bq_crc32c(0, buf + off, len), oracle_crc32c(0, buf + off, len));
+        assert_int_equal(bq_crc32c_portable(0, buf + off, len),
+                         oracle_crc32c(0, buf + off, len));
+        assert_int_equal(bq_crc32c(7, buf + off, len), oracle_crc32c(7, buf + off, len));
     }
 }
 
