@@ -1,0 +1,74 @@
+/* beanstalkctl, the operator's tool for a beanstalkd-ha cluster: it reads
+ * the command line (ctl_args.c), runs one command against the nodes' admin
+ * HTTP API (ctl_cmd.c) and exits with 0 on success, 1 when the command
+ * failed or some node did not answer, and 2 on a usage error. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "ctl_args.h"
+#include "ctl_cmd.h"
+#include "ctl_http.h"
+
+static const char usage_text[] =
+    "Usage: beanstalkctl [OPTIONS] COMMAND [COMMAND OPTIONS]\n"
+    "\n"
+    "Options (also accepted after any command but certs):\n"
+    "  --nodes URL,...    the nodes' admin API (default: $BEANSTALKCTL_NODES, else\n"
+    "                     " BQ_CTL_DEFAULT_NODE "); host:port means http://host:port,\n"
+    "                     or https://host:port with --tls-cert\n"
+    "  --tls-cert FILE    client certificate for mutual TLS (with --tls-key, --tls-ca)\n"
+    "  --tls-key FILE     its private key\n"
+    "  --tls-ca FILE      the cluster CA, the only issuer trusted for the nodes\n"
+    "  --timeout MS       per request, connection included (default 10000)\n"
+    "  -h, --help         this text\n"
+    "  --version          the version\n"
+    "\n"
+    "Commands:\n"
+    "  status [--json]              every node's role, epoch, LSNs, sync state and\n"
+    "                               lag; exit 1 when some node did not answer\n"
+    "  promote [--node URL] [--force]\n"
+    "                               make that standby the primary (--force: even if it\n"
+    "                               may lack acknowledged writes)\n"
+    "  switchover --to NODE_ID      have the primary among --nodes hand over to NODE_ID\n"
+    "  metrics [--node URL]         the node's Prometheus metrics\n"
+    "  certs --nodes ID,... --out DIR\n"
+    "                               make a cluster CA, a certificate per node id and a\n"
+    "                               client certificate for beanstalkctl in DIR\n"
+    "\n"
+    "promote and metrics address --node, or the only node given.\n"
+    "Exit status: 0 success, 1 failure, 2 usage error.\n";
+
+typedef int (*command_fn)(const bq_ctl_args_t *a);
+
+static const command_fn commands[] = {
+    [BQ_CTL_STATUS] = bq_ctl_cmd_status,         [BQ_CTL_PROMOTE] = bq_ctl_cmd_promote,
+    [BQ_CTL_SWITCHOVER] = bq_ctl_cmd_switchover, [BQ_CTL_METRICS] = bq_ctl_cmd_metrics,
+    [BQ_CTL_CERTS] = bq_ctl_cmd_certs,
+};
+
+int main(int argc, char **argv)
+{
+    bq_ctl_args_t a;
+    char err[512];
+    int r = bq_ctl_args_parse(&a, argc, argv, getenv("BEANSTALKCTL_NODES"), err, sizeof err);
+    if (r == -ENOMEM) {
+        fprintf(stderr, "beanstalkctl: out of memory\n");
+        r = 1;
+    } else if (r != 0) {
+        fprintf(stderr, "beanstalkctl: %s\nTry 'beanstalkctl --help'.\n", err);
+        r = 2;
+    } else if (a.cmd == BQ_CTL_HELP) {
+        fputs(usage_text, stdout);
+    } else if (a.cmd == BQ_CTL_VERSION) {
+        printf("beanstalkctl %s\n", BQ_VERSION);
+    } else if (bq_ctl_http_init() != 0) {
+        fprintf(stderr, "beanstalkctl: cannot initialise libcurl\n");
+        r = 1;
+    } else {
+        r = commands[a.cmd](&a);
+        bq_ctl_http_cleanup();
+    }
+    bq_ctl_args_free(&a);
+    return r;
+}

@@ -1,0 +1,308 @@
+/* beanstalkctl's argument parser: argv in, a bq_ctl_args_t out, and a
+ * one-line message for anything it cannot accept. Options take their value
+ * as the next word or after '=' (--timeout 500, --timeout=500). Options are
+ * read in two phases: the global ones until the command word, then the
+ * command's own (plus the global ones, except after certs, where --nodes
+ * means node ids). What depends on several options - the TLS triple, the
+ * node list and its source, the one node of promote and metrics - is
+ * checked once everything has been read. */
+#include "ctl_args.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct parse {
+    bq_ctl_args_t *a;
+    int argc;
+    char *const *argv;
+    int i;                /* the word being read */
+    const char *cmd_name; /* the command word; NULL before it */
+    const char *nodes;    /* global --nodes as given */
+    const char *node;     /* promote/metrics --node */
+    const char *ids;      /* certs --nodes */
+    char *err;
+    size_t errlen;
+} parse_t;
+
+static const struct {
+    const char *name;
+    bq_ctl_cmd_t cmd;
+} commands[] = {
+    {"status", BQ_CTL_STATUS},   {"promote", BQ_CTL_PROMOTE}, {"switchover", BQ_CTL_SWITCHOVER},
+    {"metrics", BQ_CTL_METRICS}, {"certs", BQ_CTL_CERTS},
+};
+
+__attribute__((format(printf, 2, 3))) static int fail(parse_t *p, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->err, p->errlen, fmt, ap);
+    va_end(ap);
+    return -EINVAL;
+}
+
+/* Matches the current word against --name or --name=value and takes the
+ * value (after '=' or the next word). 1 matched, 0 not this option, -EINVAL
+ * when the value is missing. */
+static int opt_value(parse_t *p, const char *name, const char **val)
+{
+    const char *w = p->argv[p->i];
+    size_t n = strlen(name);
+    if (strncmp(w, name, n) != 0 || (w[n] != '\0' && w[n] != '='))
+        return 0;
+    if (w[n] == '=') {
+        *val = w + n + 1;
+        return 1;
+    }
+    if (p->i + 1 >= p->argc)
+        return fail(p, "%s needs a value", name);
+    *val = p->argv[++p->i];
+    return 1;
+}
+
+static int parse_timeout(parse_t *p, const char *v)
+{
+    char *end;
+    errno = 0;
+    long ms = strtol(v, &end, 10);
+    if (errno != 0 || end == v || *end != '\0' || ms < 1 || ms > BQ_CTL_MAX_TIMEOUT_MS)
+        return fail(p, "--timeout takes milliseconds from 1 to %d, not '%s'", BQ_CTL_MAX_TIMEOUT_MS,
+                    v);
+    p->a->timeout_ms = ms;
+    return 1;
+}
+
+/* A global option at the current word: 1 taken, 0 not one, <0 error. */
+static int global_opt(parse_t *p)
+{
+    const char *v = NULL;
+    int r;
+    if ((r = opt_value(p, "--nodes", &p->nodes)) != 0)
+        return r;
+    if ((r = opt_value(p, "--tls-cert", &p->a->tls_cert)) != 0)
+        return r;
+    if ((r = opt_value(p, "--tls-key", &p->a->tls_key)) != 0)
+        return r;
+    if ((r = opt_value(p, "--tls-ca", &p->a->tls_ca)) != 0)
+        return r;
+    if ((r = opt_value(p, "--timeout", &v)) != 0)
+        return r < 0 ? r : parse_timeout(p, v);
+    return 0;
+}
+
+/* An option after the command word: 1 taken, 0 not one, <0 error. */
+static int command_opt(parse_t *p)
+{
+    bq_ctl_args_t *a = p->a;
+    const char *w = p->argv[p->i];
+    int r = 0;
+    if (a->cmd == BQ_CTL_STATUS && strcmp(w, "--json") == 0) {
+        a->json = true;
+        return 1;
+    }
+    if (a->cmd == BQ_CTL_PROMOTE && strcmp(w, "--force") == 0) {
+        a->force = true;
+        return 1;
+    }
+    if (a->cmd == BQ_CTL_PROMOTE || a->cmd == BQ_CTL_METRICS)
+        r = opt_value(p, "--node", &p->node);
+    else if (a->cmd == BQ_CTL_SWITCHOVER)
+        r = opt_value(p, "--to", &a->to);
+    else if (a->cmd == BQ_CTL_CERTS && (r = opt_value(p, "--nodes", &p->ids)) == 0)
+        r = opt_value(p, "--out", &a->out);
+    if (r != 0 || a->cmd == BQ_CTL_CERTS)
+        return r;
+    return global_opt(p);
+}
+
+static int command_word(parse_t *p, const char *w)
+{
+    for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++) {
+        if (strcmp(w, commands[k].name) == 0) {
+            p->a->cmd = commands[k].cmd;
+            p->cmd_name = w;
+            return 0;
+        }
+    }
+    return fail(p, "unknown command '%s'", w);
+}
+
+char *bq_ctl_args_node_url(const char *node, bool tls, char *err, size_t errlen)
+{
+    const char *sep = strstr(node, "://");
+    const char *host = sep ? sep + 3 : node;
+    const char *scheme = sep ? "" : tls ? "https://" : "http://";
+    size_t hostlen = strlen(host);
+    while (hostlen > 0 && host[hostlen - 1] == '/')
+        hostlen--;
+    if (sep && strncmp(node, "http://", 7) != 0 && strncmp(node, "https://", 8) != 0) {
+        snprintf(err, errlen, "'%s': only http:// and https:// URLs are supported", node);
+        return NULL;
+    }
+    if (hostlen == 0) {
+        snprintf(err, errlen, "'%s': no host", node);
+        return NULL;
+    }
+    size_t pre = strlen(scheme), keep = (size_t)(host - node) + hostlen;
+    char *url = malloc(pre + keep + 1);
+    if (url) {
+        memcpy(url, scheme, pre);
+        memcpy(url + pre, node, keep);
+        url[pre + keep] = '\0';
+    }
+    return url;
+}
+
+/* A node id must make a safe file name and a certificate name. */
+static int check_id(parse_t *p, const char *id)
+{
+    size_t n = strlen(id);
+    if (n > BQ_CTL_MAX_ID ||
+        strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                   "0123456789._-") != n ||
+        id[0] == '.' || id[0] == '-')
+        return fail(p, "certs: bad node id '%s' (letters, digits, '.', '_', '-'; at most %d)", id,
+                    BQ_CTL_MAX_ID);
+    if (strcmp(id, "ca") == 0 || strcmp(id, "beanstalkctl") == 0)
+        return fail(p, "certs: '%s' is reserved (its files are made anyway)", id);
+    for (size_t k = 0; k < p->a->nnodes; k++)
+        if (strcmp(p->a->nodes[k], id) == 0)
+            return fail(p, "certs: node id '%s' given twice", id);
+    return 0;
+}
+
+/* The next comma-separated entry of *list without surrounding blanks, copied
+ * into a new string (NULL when out of memory); advances *list. */
+static char *next_entry(const char **list)
+{
+    const char *s = *list, *comma = strchr(s, ',');
+    const char *e = comma ? comma : s + strlen(s);
+    *list = comma ? comma + 1 : NULL;
+    while (s < e && (*s == ' ' || *s == '\t'))
+        s++;
+    while (e > s && (e[-1] == ' ' || e[-1] == '\t'))
+        e--;
+    return strndup(s, (size_t)(e - s));
+}
+
+/* Splits list into a->nodes: base URLs, or node ids when ids is true. */
+static int split(parse_t *p, const char *list, bool ids)
+{
+    size_t n = 1;
+    for (const char *c = list; *c; c++)
+        n += *c == ',';
+    if ((p->a->nodes = calloc(n, sizeof *p->a->nodes)) == NULL)
+        return -ENOMEM;
+    while (list) {
+        char *entry = next_entry(&list);
+        if (entry == NULL)
+            return -ENOMEM;
+        if (*entry == '\0') {
+            free(entry);
+            return fail(p, "empty entry in the node list");
+        }
+        char *v = entry;
+        if (!ids) {
+            v = bq_ctl_args_node_url(entry, p->a->tls_cert != NULL, p->err, p->errlen);
+            free(entry);
+            if (v == NULL)
+                return *p->err ? -EINVAL : -ENOMEM;
+        } else if (check_id(p, v) != 0) {
+            free(v);
+            return -EINVAL;
+        }
+        p->a->nodes[p->a->nnodes++] = v;
+    }
+    return 0;
+}
+
+static int finish_certs(parse_t *p)
+{
+    if (p->nodes)
+        return fail(p, "certs: give the node ids after the command (certs --nodes ID,...)");
+    if (p->ids == NULL || p->a->out == NULL)
+        return fail(p, "certs needs --nodes ID,... and --out DIR");
+    if (*p->a->out == '\0')
+        return fail(p, "certs: --out is empty");
+    return split(p, p->ids, true);
+}
+
+/* The one node promote and metrics address: --node, else the only one. */
+static int pick_target(parse_t *p)
+{
+    bq_ctl_args_t *a = p->a;
+    if (p->node) {
+        a->target = bq_ctl_args_node_url(p->node, a->tls_cert != NULL, p->err, p->errlen);
+        return a->target ? 0 : *p->err ? -EINVAL : -ENOMEM;
+    }
+    if (a->nnodes != 1)
+        return fail(p, "%zu nodes given: choose one with --node", a->nnodes);
+    return (a->target = strdup(a->nodes[0])) ? 0 : -ENOMEM;
+}
+
+static int finish(parse_t *p, const char *env_nodes)
+{
+    bq_ctl_args_t *a = p->a;
+    if (p->cmd_name == NULL)
+        return fail(p, "no command given");
+    if (a->cmd == BQ_CTL_CERTS)
+        return finish_certs(p);
+    int ntls = !!a->tls_cert + !!a->tls_key + !!a->tls_ca;
+    if (ntls != 0 && ntls != 3)
+        return fail(p, "--tls-cert, --tls-key and --tls-ca go together");
+    const char *list = p->nodes                  ? p->nodes
+                       : env_nodes && *env_nodes ? env_nodes
+                                                 : BQ_CTL_DEFAULT_NODE;
+    int r = split(p, list, false);
+    if (r != 0)
+        return r;
+    if (a->cmd == BQ_CTL_PROMOTE || a->cmd == BQ_CTL_METRICS)
+        return pick_target(p);
+    if (a->cmd == BQ_CTL_SWITCHOVER && (a->to == NULL || *a->to == '\0'))
+        return fail(p, "switchover needs --to NODE_ID");
+    return 0;
+}
+
+int bq_ctl_args_parse(bq_ctl_args_t *a, int argc, char *const *argv, const char *env_nodes,
+                      char *err, size_t errlen)
+{
+    memset(a, 0, sizeof *a);
+    a->timeout_ms = BQ_CTL_DEFAULT_TIMEOUT_MS;
+    parse_t p = {.a = a, .argc = argc, .argv = argv, .err = err, .errlen = errlen};
+    if (errlen > 0)
+        err[0] = '\0';
+    for (p.i = 1; p.i < argc; p.i++) {
+        const char *w = argv[p.i];
+        if (strcmp(w, "-h") == 0 || strcmp(w, "--help") == 0 ||
+            (!p.cmd_name && strcmp(w, "--version") == 0)) {
+            a->cmd = w[2] == 'v' ? BQ_CTL_VERSION : BQ_CTL_HELP;
+            return 0;
+        }
+        int r;
+        if (w[0] == '-' && w[1] != '\0') {
+            r = p.cmd_name ? command_opt(&p) : global_opt(&p);
+            if (r == 0)
+                r = p.cmd_name ? fail(&p, "%s does not take %s", p.cmd_name, w)
+                               : fail(&p, "unknown option %s", w);
+        } else {
+            r = p.cmd_name ? fail(&p, "unexpected argument '%s'", w) : command_word(&p, w);
+        }
+        if (r < 0)
+            return r;
+    }
+    return finish(&p, env_nodes);
+}
+
+void bq_ctl_args_free(bq_ctl_args_t *a)
+{
+    for (size_t k = 0; k < a->nnodes; k++)
+        free(a->nodes[k]);
+    free(a->nodes);
+    free(a->target);
+    a->nodes = NULL;
+    a->target = NULL;
+    a->nnodes = 0;
+}

@@ -1,0 +1,28 @@
+/* beanstalkctl's commands, one function each: they take the parsed command
+ * line, talk to the nodes (ctl_http.h) or write certificates
+ * (ctl_certs.h), print results on stdout and errors on stderr, and return
+ * the process's exit status: 0 success, 1 failure. */
+#ifndef BQ_CTL_CMD_H
+#define BQ_CTL_CMD_H
+
+#include "ctl_args.h"
+
+/* GET /status from every node at once; the table or --json. 0 when every
+ * node answered with a status document, else 1 (the output says why). */
+int bq_ctl_cmd_status(const bq_ctl_args_t *a);
+
+/* POST /promote (?force=1 with --force) to a->target; prints the answer.
+ * 0 on a 2xx answer. */
+int bq_ctl_cmd_promote(const bq_ctl_args_t *a);
+
+/* Finds the one primary among a->nodes by their /status, then POST
+ * /switchover?to=a->to to it; prints the answer. 0 on a 2xx answer. */
+int bq_ctl_cmd_switchover(const bq_ctl_args_t *a);
+
+/* GET /metrics from a->target, printed unchanged. 0 on a 2xx answer. */
+int bq_ctl_cmd_metrics(const bq_ctl_args_t *a);
+
+/* The cluster's certificates for node ids a->nodes in a->out. */
+int bq_ctl_cmd_certs(const bq_ctl_args_t *a);
+
+#endif

@@ -1,0 +1,677 @@
+/* Integration tests of beanstalkctl ($BQ_CTL): the real binary runs against
+ * fake admin servers in this process - one thread each, on a blocking
+ * loopback socket, serving canned answers for /status, /metrics, /promote
+ * and /switchover and recording every request line. They cover the status
+ * table and --json, the exit status when a node is dead, promote with and
+ * without --force and when the node refuses, switchover finding the primary
+ * (and refusing with none or two), metrics passed through unchanged, the
+ * usage exit status, and certs: files that `openssl verify` accepts for
+ * their purpose, modes, no overwriting - and a mutual-TLS status through a
+ * fake server that uses those certificates. */
+#define _GNU_SOURCE /* SOCK_CLOEXEC */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <cJSON.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
+#include "tests/support/bqtest.h"
+
+#define RUN_DEADLINE_MS 30000
+#define MAX_SEEN 16
+
+extern char **environ;
+
+static const char metrics_text[] =
+    "# HELP bq_up 1 when the node serves.\n# TYPE bq_up gauge\nbq_up 1\nno final newline";
+
+static const char primary_doc[] =
+    "{\"node_id\":\"n1\",\"role\":\"primary\",\"epoch\":5,\"last_lsn\":123,\"commit_lsn\":120,"
+    "\"primary\":\"n1\",\"ready\":true,\"sync\":{\"standbys\":1,\"state\":\"sync\",\"in_sync\":1},"
+    "\"standbys\":[{\"node_id\":\"n2\",\"state\":\"streaming\",\"written_lsn\":121,"
+    "\"flushed_lsn\":121,\"applied_lsn\":120,\"lag_records\":2,\"lag_bytes\":300,"
+    "\"lag_seconds\":0.004}]}";
+
+static const char standby_doc[] =
+    "{\"node_id\":\"n2\",\"role\":\"standby\",\"epoch\":5,\"last_lsn\":121,\"commit_lsn\":120,"
+    "\"primary\":\"n1\",\"ready\":true}";
+
+typedef struct fake {
+    int lfd;
+    int port;
+    pthread_t thread;
+    SSL_CTX *tls;       /* NULL: plaintext */
+    const char *status; /* body of GET /status */
+    int promote_code;   /* HTTP status of POST /promote */
+    pthread_mutex_t mu;
+    char seen[MAX_SEEN][256]; /* request lines, "POST /promote?force=1" */
+    int nseen;
+    char peer_cn[128]; /* TLS: the client certificate's CN */
+} fake_t;
+
+typedef struct run {
+    int code;
+    char *out; /* stdout */
+    char *err; /* stderr */
+} run_t;
+
+/* ---- the fake admin server ---- */
+
+static int conn_read(SSL *ssl, int fd, char *buf, size_t n)
+{
+    return ssl ? SSL_read(ssl, buf, (int)n) : (int)recv(fd, buf, n, 0);
+}
+
+static void conn_write(SSL *ssl, int fd, const char *buf, size_t n)
+{
+    if (ssl)
+        SSL_write(ssl, buf, (int)n);
+    else if (send(fd, buf, n, MSG_NOSIGNAL) < 0)
+        return;
+}
+
+/* The answer to one request line: its HTTP status and body. */
+static int answer(fake_t *f, const char *method, const char *target, const char **body)
+{
+    bool get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
+    int code = 200;
+    pthread_mutex_lock(&f->mu);
+    if (get && strcmp(target, "/status") == 0) {
+        *body = f->status;
+    } else if (get && strcmp(target, "/metrics") == 0) {
+        *body = metrics_text;
+    } else if (post && strncmp(target, "/promote", 8) == 0) {
+        code = f->promote_code;
+        *body = code == 200 ? "promoted" : "not a standby";
+    } else if (post && strncmp(target, "/switchover?to=", 15) == 0) {
+        *body = "switchover done\n";
+    } else {
+        code = 404;
+        *body = "not found\n";
+    }
+    pthread_mutex_unlock(&f->mu);
+    return code;
+}
+
+/* Changes the fake's answers between runs. */
+static void fake_set(fake_t *f, const char *status, int promote_code)
+{
+    pthread_mutex_lock(&f->mu);
+    f->status = status;
+    f->promote_code = promote_code;
+    pthread_mutex_unlock(&f->mu);
+}
+
+static void record(fake_t *f, const char *line, SSL *ssl)
+{
+    pthread_mutex_lock(&f->mu);
+    if (f->nseen < MAX_SEEN)
+        snprintf(f->seen[f->nseen++], sizeof f->seen[0], "%.255s", line);
+    X509 *peer = ssl ? SSL_get1_peer_certificate(ssl) : NULL;
+    if (peer)
+        X509_NAME_get_text_by_NID(X509_get_subject_name(peer), NID_commonName, f->peer_cn,
+                                  sizeof f->peer_cn);
+    X509_free(peer);
+    pthread_mutex_unlock(&f->mu);
+}
+
+static void serve(fake_t *f, int fd, SSL *ssl)
+{
+    char req[8192], method[16], target[1024], head[512];
+    size_t len = 0;
+    int n;
+    while (len < sizeof req - 1 && (n = conn_read(ssl, fd, req + len, sizeof req - 1 - len)) > 0) {
+        len += (size_t)n;
+        req[len] = '\0';
+        if (strstr(req, "\r\n\r\n"))
+            break;
+    }
+    req[len] = '\0';
+    if (sscanf(req, "%15s %1023s", method, target) != 2)
+        return;
+    char line[1100];
+    snprintf(line, sizeof line, "%s %s", method, target);
+    record(f, line, ssl);
+    const char *body;
+    int code = answer(f, method, target, &body);
+    int hl = snprintf(head, sizeof head,
+                      "HTTP/1.1 %d X\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n"
+                      "Connection: close\r\n\r\n",
+                      code, strlen(body));
+    conn_write(ssl, fd, head, (size_t)hl);
+    conn_write(ssl, fd, body, strlen(body));
+}
+
+static void *fake_main(void *arg)
+{
+    fake_t *f = arg;
+    for (;;) {
+        int fd = accept(f->lfd, NULL, NULL);
+        if (fd < 0 && errno == EINTR)
+            continue;
+        if (fd < 0)
+            return NULL;            /* shut down by fake_stop */
+        struct timeval tv = {5, 0}; /* a stuck client cannot hang the test */
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        SSL *ssl = f->tls ? SSL_new(f->tls) : NULL;
+        if (f->tls == NULL || (ssl && SSL_set_fd(ssl, fd) == 1 && SSL_accept(ssl) == 1))
+            serve(f, fd, ssl);
+        if (ssl)
+            SSL_shutdown(ssl);
+        SSL_free(ssl);
+        ERR_clear_error();
+        close(fd);
+    }
+}
+
+static void fake_start(fake_t *f, const char *status, SSL_CTX *tls)
+{
+    memset(f, 0, sizeof *f);
+    f->status = status;
+    f->promote_code = 200;
+    f->tls = tls;
+    pthread_mutex_init(&f->mu, NULL);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof a;
+    f->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(f->lfd >= 0);
+    assert_int_equal(bind(f->lfd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(f->lfd, 16), 0);
+    assert_int_equal(getsockname(f->lfd, (struct sockaddr *)&a, &alen), 0);
+    f->port = ntohs(a.sin_port);
+    assert_int_equal(pthread_create(&f->thread, NULL, fake_main, f), 0);
+}
+
+static void fake_stop(fake_t *f)
+{
+    shutdown(f->lfd, SHUT_RDWR); /* wakes accept() with an error */
+    pthread_join(f->thread, NULL);
+    close(f->lfd);
+    pthread_mutex_destroy(&f->mu);
+}
+
+/* Request line number i the fake received, or NULL. */
+static const char *seen(fake_t *f, int i)
+{
+    pthread_mutex_lock(&f->mu);
+    const char *line = i < f->nseen ? f->seen[i] : NULL;
+    pthread_mutex_unlock(&f->mu);
+    return line;
+}
+
+/* ---- running beanstalkctl ---- */
+
+static char *slurp(const char *path)
+{
+    FILE *fp = fopen(path, "rb");
+    assert_non_null(fp);
+    char *buf = calloc(1, 1 << 20);
+    assert_non_null(buf);
+    size_t n = fread(buf, 1, (1 << 20) - 1, fp);
+    buf[n] = '\0';
+    fclose(fp);
+    return buf;
+}
+
+/* Runs binary with args (NULL-terminated) to its exit, stdout and stderr
+ * apart; fails the test when it takes longer than RUN_DEADLINE_MS. */
+static run_t run_bin(const char *binary, const char *const *args)
+{
+    char dir[256], out[300], err[300];
+    char *argv[32] = {(char *)binary};
+    int n = 1;
+    while (args[n - 1] && n < 31) {
+        argv[n] = (char *)args[n - 1];
+        n++;
+    }
+    argv[n] = NULL;
+    assert_int_equal(bqt_mkdtemp(dir, sizeof dir, "bqctl-run"), 0);
+    snprintf(out, sizeof out, "%s/out", dir);
+    snprintf(err, sizeof err, "%s/err", dir);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_addopen(&fa, 2, err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    pid_t pid;
+    assert_int_equal(posix_spawn(&pid, binary, &fa, NULL, argv, environ), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    int status = 0;
+    long long deadline = bqt_now_ms() + RUN_DEADLINE_MS;
+    while (waitpid(pid, &status, WNOHANG) != pid) {
+        if (bqt_now_ms() > deadline) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            fail_msg("%s did not exit within %d ms", binary, RUN_DEADLINE_MS);
+        }
+        nanosleep(&(struct timespec){0, 2000000}, NULL);
+    }
+    assert_true(WIFEXITED(status));
+    run_t r = {.code = WEXITSTATUS(status), .out = slurp(out), .err = slurp(err)};
+    unlink(out);
+    unlink(err);
+    rmdir(dir);
+    return r;
+}
+
+#define CTL(...) run_bin(getenv("BQ_CTL"), (const char *const[]){__VA_ARGS__, NULL})
+
+static void run_free(run_t *r)
+{
+    free(r->out);
+    free(r->err);
+}
+
+static char *nodes_arg(char *buf, size_t cap, const fake_t *a, const fake_t *b)
+{
+    if (b)
+        snprintf(buf, cap, "127.0.0.1:%d,http://127.0.0.1:%d", a->port, b->port);
+    else
+        snprintf(buf, cap, "127.0.0.1:%d", a->port);
+    return buf;
+}
+
+/* ---- status ---- */
+
+static void status_prints_one_row_per_node(void **state)
+{
+    (void)state;
+    fake_t p, s;
+    char nodes[128], row[256];
+    fake_start(&p, primary_doc, NULL);
+    fake_start(&s, standby_doc, NULL);
+    run_t r = CTL("--nodes", nodes_arg(nodes, sizeof nodes, &p, &s), "status");
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.err, "");
+    assert_non_null(strstr(r.out, "NODE  ROLE     EPOCH  LAST-LSN  COMMIT-LSN  PRIMARY  SYNC"));
+    snprintf(row, sizeof row,
+             "\nn1    primary  5      123       120         n1       sync(1/1)  -             "
+             "yes    http://127.0.0.1:%d\n",
+             p.port);
+    assert_non_null(strstr(r.out, row));
+    snprintf(row, sizeof row,
+             "\nn2    standby  5      121       120         n1       -          2             "
+             "yes    http://127.0.0.1:%d\n",
+             s.port);
+    assert_non_null(strstr(r.out, row));
+    assert_non_null(strstr(r.out, "\nstandbys of n1:\n  NAME  STATE      WRITTEN"));
+    assert_non_null(strstr(r.out, "\n  n2    streaming  121      121      120      2            "
+                                  "300        0.004\n"));
+    assert_string_equal(seen(&p, 0), "GET /status");
+    assert_string_equal(seen(&s, 0), "GET /status");
+    run_free(&r);
+    fake_stop(&p);
+    fake_stop(&s);
+}
+
+static void status_json_carries_the_documents(void **state)
+{
+    (void)state;
+    fake_t p, s;
+    char nodes[128], url[64];
+    fake_start(&p, primary_doc, NULL);
+    fake_start(&s, standby_doc, NULL);
+    run_t r = CTL("status", "--json", "--nodes", nodes_arg(nodes, sizeof nodes, &p, &s));
+    assert_int_equal(r.code, 0);
+    cJSON *doc = cJSON_Parse(r.out);
+    assert_non_null(doc);
+    cJSON *list = cJSON_GetObjectItemCaseSensitive(doc, "nodes");
+    assert_int_equal(cJSON_GetArraySize(list), 2);
+    cJSON *a = cJSON_GetArrayItem(list, 0), *b = cJSON_GetArrayItem(list, 1);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", p.port);
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(a, "url")->valuestring, url);
+    cJSON *expect = cJSON_Parse(primary_doc);
+    assert_true(cJSON_Compare(cJSON_GetObjectItemCaseSensitive(a, "status"), expect, 1));
+    assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(a, "error")));
+    cJSON *role =
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(b, "status"), "role");
+    assert_string_equal(role->valuestring, "standby");
+    cJSON_Delete(expect);
+    cJSON_Delete(doc);
+    run_free(&r);
+    fake_stop(&p);
+    fake_stop(&s);
+}
+
+static void status_with_a_dead_node_exits_1(void **state)
+{
+    (void)state;
+    fake_t p;
+    char nodes[128], row[128];
+    fake_start(&p, primary_doc, NULL);
+    int dead = bqt_free_port();
+    snprintf(nodes, sizeof nodes, "127.0.0.1:%d,127.0.0.1:%d", p.port, dead);
+    run_t r = CTL("--nodes", nodes, "--timeout", "5000", "status");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "\nn1    primary"));
+    snprintf(row, sizeof row, "\nhttp://127.0.0.1:%d  unreachable: ", dead);
+    assert_non_null(strstr(r.out, row));
+    run_free(&r);
+    r = CTL("--nodes", nodes, "status", "--json");
+    assert_int_equal(r.code, 1);
+    cJSON *doc = cJSON_Parse(r.out);
+    assert_non_null(doc);
+    cJSON *b = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(doc, "nodes"), 1);
+    assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(b, "status")));
+    const char *error = cJSON_GetObjectItemCaseSensitive(b, "error")->valuestring;
+    assert_memory_equal(error, "unreachable: ", 13);
+    cJSON_Delete(doc);
+    run_free(&r);
+    fake_stop(&p);
+}
+
+/* ---- promote, switchover, metrics ---- */
+
+static void promote_sends_force_only_when_asked(void **state)
+{
+    (void)state;
+    fake_t s;
+    char nodes[128];
+    fake_start(&s, standby_doc, NULL);
+    nodes_arg(nodes, sizeof nodes, &s, NULL);
+    run_t r = CTL("--nodes", nodes, "promote", "--force");
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, "promoted\n");
+    assert_string_equal(seen(&s, 0), "POST /promote?force=1");
+    run_free(&r);
+    r = CTL("--nodes", nodes, "promote");
+    assert_int_equal(r.code, 0);
+    assert_string_equal(seen(&s, 1), "POST /promote");
+    run_free(&r);
+    fake_set(&s, standby_doc, 409);
+    r = CTL("promote", "--node", nodes);
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "HTTP 409: not a standby"));
+    assert_string_equal(seen(&s, 2), "POST /promote");
+    run_free(&r);
+    fake_stop(&s);
+}
+
+static void promote_with_several_nodes_is_a_usage_error(void **state)
+{
+    (void)state;
+    fake_t p, s;
+    char nodes[128];
+    fake_start(&p, primary_doc, NULL);
+    fake_start(&s, standby_doc, NULL);
+    run_t r = CTL("--nodes", nodes_arg(nodes, sizeof nodes, &p, &s), "promote");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "choose one with --node"));
+    assert_null(seen(&p, 0));
+    assert_null(seen(&s, 0));
+    run_free(&r);
+    r = CTL("bogus");
+    assert_int_equal(r.code, 2);
+    run_free(&r);
+    fake_stop(&p);
+    fake_stop(&s);
+}
+
+static void switchover_goes_to_the_primary(void **state)
+{
+    (void)state;
+    fake_t p, s;
+    char nodes[128];
+    fake_start(&p, primary_doc, NULL);
+    fake_start(&s, standby_doc, NULL);
+    run_t r = CTL("--nodes", nodes_arg(nodes, sizeof nodes, &s, &p), "switchover", "--to", "n2");
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, "switchover done\n");
+    assert_string_equal(seen(&p, 0), "GET /status");
+    assert_string_equal(seen(&p, 1), "POST /switchover?to=n2");
+    assert_string_equal(seen(&s, 0), "GET /status");
+    assert_null(seen(&s, 1));
+    run_free(&r);
+    fake_stop(&p);
+    fake_stop(&s);
+}
+
+static void switchover_without_one_primary_fails(void **state)
+{
+    (void)state;
+    fake_t a, b;
+    char nodes[128];
+    fake_start(&a, standby_doc, NULL);
+    fake_start(&b, standby_doc, NULL);
+    run_t r = CTL("--nodes", nodes_arg(nodes, sizeof nodes, &a, &b), "switchover", "--to", "n2");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "no primary"));
+    assert_null(seen(&a, 1));
+    assert_null(seen(&b, 1));
+    run_free(&r);
+    fake_set(&a, primary_doc, 200);
+    fake_set(&b, primary_doc, 200);
+    r = CTL("--nodes", nodes, "switchover", "--to", "n2");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "2 nodes say they are primary"));
+    assert_null(seen(&a, 2));
+    assert_null(seen(&b, 2));
+    run_free(&r);
+    fake_stop(&a);
+    fake_stop(&b);
+}
+
+static void metrics_are_printed_unchanged(void **state)
+{
+    (void)state;
+    fake_t p;
+    char nodes[128];
+    fake_start(&p, primary_doc, NULL);
+    run_t r = CTL("metrics", "--node", nodes_arg(nodes, sizeof nodes, &p, NULL));
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, metrics_text);
+    assert_string_equal(seen(&p, 0), "GET /metrics");
+    run_free(&r);
+    fake_stop(&p);
+}
+
+/* ---- certs ---- */
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(p);
+}
+
+static void rm_rf(const char *dir)
+{
+    nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static void path(char *buf, const char *dir, const char *file)
+{
+    snprintf(buf, 512, "%s/%s", dir, file);
+}
+
+/* Runs the openssl command; shows its output when its exit status is not want. */
+static int openssl(int want, const char *const *args)
+{
+    run_t r = run_bin("/usr/bin/openssl", args);
+    int code = r.code;
+    if ((code == 0) != (want == 0))
+        print_message("openssl: %s%s", r.out, r.err);
+    run_free(&r);
+    return code;
+}
+
+static void make_certs(const char *dir)
+{
+    run_t r = CTL("certs", "--nodes", "n1,n2", "--out", dir);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+}
+
+static void certs_verify_with_their_ca(void **state)
+{
+    (void)state;
+    char tmp[256], dir[300], ca[512], n1[512], n2[512], cl[512], file[512];
+    assert_int_equal(bqt_mkdtemp(tmp, sizeof tmp, "bqctl-certs"), 0);
+    snprintf(dir, sizeof dir, "%s/certs", tmp); /* made by certs */
+    make_certs(dir);
+    path(ca, dir, "ca.pem");
+    path(n1, dir, "n1.pem");
+    path(n2, dir, "n2.pem");
+    path(cl, dir, "beanstalkctl.pem");
+    assert_int_equal(openssl(0, (const char *const[]){"verify", "-CAfile", ca, n1, n2, cl, NULL}),
+                     0);
+    assert_int_equal(openssl(0, (const char *const[]){"verify", "-purpose", "sslserver", "-CAfile",
+                                                      ca, n1, NULL}),
+                     0);
+    assert_int_equal(openssl(0, (const char *const[]){"verify", "-purpose", "sslclient", "-CAfile",
+                                                      ca, n1, cl, NULL}),
+                     0);
+    assert_int_not_equal(openssl(1, (const char *const[]){"verify", "-purpose", "sslserver",
+                                                          "-CAfile", ca, cl, NULL}),
+                         0);
+    run_t r =
+        run_bin("/usr/bin/openssl", (const char *const[]){"x509", "-noout", "-subject", "-ext",
+                                                          "subjectAltName", "-in", n2, NULL});
+    assert_non_null(strstr(r.out, "CN = n2"));
+    assert_non_null(strstr(r.out, "DNS:n2"));
+    run_free(&r);
+    const char *keys[] = {"ca.key", "n1.key", "n2.key", "beanstalkctl.key"};
+    for (size_t k = 0; k < 4; k++) {
+        struct stat st;
+        path(file, dir, keys[k]);
+        assert_int_equal(stat(file, &st), 0);
+        assert_int_equal(st.st_mode & 0777, 0600);
+    }
+    /* Each key belongs to its certificate: the same public key comes out of both. */
+    path(file, dir, "n1.key");
+    r = run_bin("/usr/bin/openssl",
+                (const char *const[]){"x509", "-noout", "-pubkey", "-in", n1, NULL});
+    run_t k =
+        run_bin("/usr/bin/openssl", (const char *const[]){"pkey", "-pubout", "-in", file, NULL});
+    assert_int_equal(r.code, 0);
+    assert_int_equal(k.code, 0);
+    assert_string_equal(r.out, k.out);
+    run_free(&r);
+    run_free(&k);
+    rm_rf(tmp);
+}
+
+static void certs_never_overwrite(void **state)
+{
+    (void)state;
+    char dir[256], ca[512], n3key[512];
+    assert_int_equal(bqt_mkdtemp(dir, sizeof dir, "bqctl-certs"), 0);
+    make_certs(dir);
+    path(ca, dir, "ca.pem");
+    char *before = slurp(ca);
+    run_t r = CTL("certs", "--nodes", "n1,n2", "--out", dir);
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "exists; not overwriting"));
+    run_free(&r);
+    char *after = slurp(ca);
+    assert_string_equal(before, after);
+    free(before);
+    free(after);
+    /* A new node alone, in the same directory: ca.pem exists, so nothing at all is written. */
+    r = CTL("certs", "--nodes", "n3", "--out", dir);
+    assert_int_equal(r.code, 1);
+    run_free(&r);
+    path(n3key, dir, "n3.key");
+    assert_int_equal(access(n3key, F_OK), -1);
+    rm_rf(dir);
+}
+
+/* ---- mutual TLS ---- */
+
+static SSL_CTX *server_tls(const char *dir)
+{
+    char cert[512], key[512], ca[512];
+    path(cert, dir, "n1.pem");
+    path(key, dir, "n1.key");
+    path(ca, dir, "ca.pem");
+    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+    assert_non_null(ctx);
+    assert_int_equal(SSL_CTX_use_certificate_chain_file(ctx, cert), 1);
+    assert_int_equal(SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM), 1);
+    assert_int_equal(SSL_CTX_load_verify_locations(ctx, ca, NULL), 1);
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+    return ctx;
+}
+
+static void status_over_mutual_tls(void **state)
+{
+    (void)state;
+    char dir[256], other[256], cert[512], key[512], ca[512], otherca[512], node[64];
+    assert_int_equal(bqt_mkdtemp(dir, sizeof dir, "bqctl-tls"), 0);
+    assert_int_equal(bqt_mkdtemp(other, sizeof other, "bqctl-tls"), 0);
+    make_certs(dir);
+    make_certs(other);
+    path(cert, dir, "beanstalkctl.pem");
+    path(key, dir, "beanstalkctl.key");
+    path(ca, dir, "ca.pem");
+    path(otherca, other, "ca.pem");
+    SSL_CTX *ctx = server_tls(dir);
+    fake_t p;
+    fake_start(&p, primary_doc, ctx);
+    snprintf(node, sizeof node, "127.0.0.1:%d", p.port); /* https:// with --tls-cert */
+    run_t r = CTL("--tls-cert", cert, "--tls-key", key, "--tls-ca", ca, "--nodes", node, "status");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "https://127.0.0.1:"));
+    assert_string_equal(seen(&p, 0), "GET /status");
+    pthread_mutex_lock(&p.mu);
+    assert_string_equal(p.peer_cn, "beanstalkctl");
+    pthread_mutex_unlock(&p.mu);
+    run_free(&r);
+    /* A server certificate from another CA is not trusted. */
+    r = CTL("--tls-cert", cert, "--tls-key", key, "--tls-ca", otherca, "--nodes", node, "status");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "unreachable: "));
+    assert_null(seen(&p, 1));
+    run_free(&r);
+    fake_stop(&p);
+    SSL_CTX_free(ctx);
+    rm_rf(dir);
+    rm_rf(other);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    unsetenv("BEANSTALKCTL_NODES");
+    if (getenv("BQ_CTL") == NULL) {
+        fprintf(stderr, "test_ctl: set BQ_CTL to the beanstalkctl binary\n");
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(status_prints_one_row_per_node),
+        cmocka_unit_test(status_json_carries_the_documents),
+        cmocka_unit_test(status_with_a_dead_node_exits_1),
+        cmocka_unit_test(promote_sends_force_only_when_asked),
+        cmocka_unit_test(promote_with_several_nodes_is_a_usage_error),
+        cmocka_unit_test(switchover_goes_to_the_primary),
+        cmocka_unit_test(switchover_without_one_primary_fails),
+        cmocka_unit_test(metrics_are_printed_unchanged),
+        cmocka_unit_test(certs_verify_with_their_ca),
+        cmocka_unit_test(certs_never_overwrite),
+        cmocka_unit_test(status_over_mutual_tls),
+    };
+    return cmocka_run_group_tests_name("ctl", tests, NULL, NULL);
+}
