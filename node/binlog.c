@@ -319,13 +319,19 @@ int bq_binlog_start(bq_binlog_t *b, bq_engine_t *e, bq_now_t now)
     if (b->nsegs > 0 && close_last(b, end) != 0)
         return BQ_BINLOG_EDIR;
     b->lsns.last = b->lsns.written = b->lsns.synced = b->release = res.last_lsn;
-    b->epoch = b->cfg.new_epoch ? res.last_epoch + 1 : res.last_epoch;
+    b->epoch = res.last_epoch;
+    if (b->cfg.new_epoch)
+        b->epoch = res.last_epoch + 1 > b->cfg.min_epoch ? res.last_epoch + 1 : b->cfg.min_epoch;
     if (b->cfg.follower) {
         bq_log(BQ_LOG_INFO, "binlog open (standby)", "dir=\"%s\" jobs=%llu last_lsn=%llu epoch=%llu",
                b->cfg.dir, (unsigned long long)b->live_jobs, (unsigned long long)res.last_lsn,
                (unsigned long long)b->epoch);
         return 0;
     }
+    /* A new epoch after another: ids its primary may have handed out from a
+     * block this log never got are skipped. */
+    if (b->cfg.new_epoch && res.last_epoch > 0)
+        bq_engine_skip_id_block(e);
     /* Past every number replay saw, even one it moved aside. */
     uint64_t seq =
         (b->nsegs > 0 && bq__binlog_current(b)->seq > res.last_seq ? bq__binlog_current(b)->seq : res.last_seq) + 1;

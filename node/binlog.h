@@ -23,6 +23,7 @@ typedef struct bq_binlog_config {
     bool skip_corrupt;     /* --binlog-skip-corrupt */
     bool follower;         /* standby: frames come from the primary (bq_binlog_follow_*) */
     bool new_epoch;        /* primary: start a new epoch (the log's last epoch + 1) */
+    uint64_t min_epoch;    /* with new_epoch: at least this one (an epoch won or seen) */
     const char *node_id;    /* stamped in segment headers (borrowed); NULL = "" */
     const char *cluster_id; /* likewise */
 } bq_binlog_config_t;

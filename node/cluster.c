@@ -28,6 +28,17 @@ struct bq_cluster {
     const bq_flags_t *f;
     char **argv;
     bool standby, closing;
+    bq_repl_config_t rc;   /* the transport's view of the cluster */
+    uv_timer_t restart;    /* a role change waits for replies to leave */
+    const char *restart_why;
+    struct {
+        int to;               /* the target's peer index; -1: none in progress */
+        bool promoted;        /* Promote sent: nothing more is acknowledged */
+        int64_t deadline;     /* ns (monotonic) */
+        bq_cluster_done_cb done;
+        void *arg;
+        uv_timer_t poll;
+    } handover;
     bq_repl_peer_t peers[BQ_FLAGS_MAX_PEERS];
     size_t npeers;
     const bq_flags_peer_t *self;
@@ -38,6 +49,9 @@ struct bq_cluster {
     bq_receiver_t *receiver;
     bq_proxy_t *proxy;
     bq_resync_t *resync;
+    bq_failover_t *failover;
+    uint64_t released;      /* the last release point handed out (primary) */
+    char primary_name[64];  /* the primary we follow (standby) */
     uv_timer_t status;
     char extra[4096];
 };
@@ -100,7 +114,10 @@ static int sink_segment(void *arg, uint64_t first_lsn, uint64_t epoch, int64_t c
 {
     bq_cluster_t *c = arg;
     (void)created_wall; /* the standby's segment is stamped with its own clock */
-    return bq_binlog_follow_segment(c->s->binlog, first_lsn, epoch, bq_clock_now());
+    int r = bq_binlog_follow_segment(c->s->binlog, first_lsn, epoch, bq_clock_now());
+    if (r == 0 && c->failover)
+        bq_failover_epoch_started(c->failover, epoch, first_lsn, c->primary_name);
+    return r;
 }
 
 static int sink_frames(void *arg, const uint8_t *data, size_t len, uint64_t last_lsn,
@@ -157,8 +174,19 @@ static void sink_resync_abort(void *arg)
     c->resync = NULL;
 }
 
-/* The download is complete: the process starts again on it (the directory
- * lock goes with the old image; the new one installs the download). */
+/* Replaces the process image with a new start on the same flags (the
+ * directory lock goes with the old image); never returns. */
+static void restart(bq_cluster_t *c, const char *why)
+{
+    bq_log(BQ_LOG_INFO, "restarting", "why=\"%s\"", why);
+    execv("/proc/self/exe", c->argv);
+    bq_log(BQ_LOG_ERROR, "cannot restart; exiting so a supervisor restarts us",
+           "err=\"%s\"", strerror(errno));
+    _exit(1);
+}
+
+/* The download is complete: the process starts again on it (the new image
+ * installs the download). */
 static void sink_resync_done(void *arg)
 {
     bq_cluster_t *c = arg;
@@ -166,18 +194,123 @@ static void sink_resync_done(void *arg)
     c->resync = NULL;
     if (!r || bq_resync_finish(r) != 0)
         return;
-    bq_logm(BQ_LOG_INFO, "replication: restarting to install the resync");
-    execv("/proc/self/exe", c->argv);
-    bq_log(BQ_LOG_ERROR, "replication: cannot restart; exiting so a supervisor restarts us",
-           "err=\"%s\"", strerror(errno));
-    _exit(1);
+    restart(c, "install the resync");
 }
 
 static void sink_primary(void *arg, const char *node, const char *host, const char *port)
 {
     bq_cluster_t *c = arg;
-    (void)node;
+    snprintf(c->primary_name, sizeof c->primary_name, "%s", node ? node : "");
     bq_proxy_set_target(c->proxy, host, port);
+}
+
+static bool sink_heard(void *arg, size_t peer, uint64_t epoch, const Bq__Repl__Heartbeat *hb)
+{
+    bq_cluster_t *c = arg;
+    return bq_failover_heard(c->failover, peer, epoch, hb);
+}
+
+/* The primary hands over to us (switchover): stand now. */
+static void sink_promote(void *arg, size_t peer, uint64_t epoch)
+{
+    bq_cluster_t *c = arg;
+    char why[256];
+    bq_log(BQ_LOG_INFO, "switchover: the primary hands over to us", "primary=%s epoch=%" PRIu64,
+           c->peers[peer].name, epoch);
+    if (bq_failover_handover(c->failover, peer, epoch, why, sizeof why) != 0)
+        bq_log(BQ_LOG_WARN, "switchover: cannot stand", "why=\"%s\"", why);
+}
+
+/* ---- elections ---- */
+
+static bq_el_pos_t fo_mine(void *arg)
+{
+    bq_cluster_t *c = arg;
+    bq_binlog_t *b = c->s->binlog;
+    return (bq_el_pos_t){.epoch = bq_binlog_epoch(b), .lsn = bq_binlog_last_lsn(b)};
+}
+
+static void on_restart(uv_timer_t *t)
+{
+    bq_cluster_t *c = t->data;
+    restart(c, c->restart_why);
+}
+
+/* Won: restart as the primary of the epoch, with the voters' contact
+ * times (the monotonic clock survives exec), a moment later so that a reply
+ * already queued (an operator's request) leaves first. */
+static void fo_lead(void *arg)
+{
+    bq_cluster_t *c = arg;
+    const bq_election_t *e = bq_failover_election(c->failover);
+    static char env[32 + 21 * BQ_EL_MAX_VOTERS];
+    int n = snprintf(env, sizeof env, "%" PRIu64 ":", e->epoch);
+    for (size_t i = 0; i < e->cfg.nvoters && n > 0 && (size_t)n < sizeof env; i++)
+        n += snprintf(env + n, sizeof env - (size_t)n, "%s%" PRId64, i ? "," : "",
+                      e->contact_at[i]);
+    setenv("BQ_HA_OFFICE", env, 1);
+    c->restart_why = "won the election: taking office as primary";
+    uv_timer_start(&c->restart, on_restart, 20, 0);
+}
+
+/* A primary that steps down restarts a moment later, so that the vote it
+ * granted (the reason, often) reaches its candidate; meanwhile it is not
+ * primary for the election and acknowledges nothing. */
+static void fo_step_down(void *arg)
+{
+    bq_cluster_t *c = arg;
+    if (c->standby || c->restart_why)
+        return;
+    c->restart_why = "a higher epoch exists: stepping down to standby";
+    uv_timer_start(&c->restart, on_restart, 100, 0);
+    bq_server_released(c->s);
+}
+
+static void fo_fence(void *arg)
+{
+    bq_cluster_t *c = arg;
+    if (!c->closing && !c->standby && c->feeder)
+        bq_server_released(c->s);
+}
+
+static void fd_vote(void *arg, size_t peer, const Bq__Repl__VoteRequest *req,
+                    Bq__Repl__VoteReply *reply)
+{
+    bq_cluster_t *c = arg;
+    bq_failover_vote(c->failover, peer, req, reply);
+}
+
+static void fd_ack(void *arg, size_t peer, uint64_t epoch, int64_t echo)
+{
+    bq_cluster_t *c = arg;
+    if (c->failover)
+        bq_failover_ack(c->failover, peer, epoch, echo);
+}
+
+static void fd_higher_epoch(void *arg, uint64_t epoch)
+{
+    bq_cluster_t *c = arg;
+    if (c->failover)
+        bq_failover_higher_epoch(c->failover, epoch);
+}
+
+static int start_failover(bq_cluster_t *c, const bq_failover_plan_t *plan,
+                          const bq_repl_config_t *rc)
+{
+    bq_failover_hooks_t h = {.mine = fo_mine,
+                             .lead = fo_lead,
+                             .step_down = fo_step_down,
+                             .fence = fo_fence,
+                             .arg = c};
+    bq_binlog_t *b = c->s->binlog;
+    if (bq_failover_start(&c->failover, &c->s->loop, c->f, plan, bq_binlog_epoch(b), rc, &h) != 0)
+        return -1;
+    if (!c->standby && bq_binlog_nsegs(b) > 0) {
+        bq_binlog_seg_info_t cur;
+        bq_binlog_seg(b, bq_binlog_nsegs(b) - 1, &cur);
+        bq_failover_epoch_started(c->failover, bq_binlog_epoch(b), cur.first_lsn, c->f->node_id);
+    }
+    return 0;
 }
 
 /* ---- set-up ---- */
@@ -219,6 +352,9 @@ static void repl_config(bq_cluster_t *c, bq_repl_config_t *rc)
         .tls_client = c->tls_client,
         .idle_ms = c->f->repl_timeout_ms,
     };
+    /* Heartbeats every quarter of it: a failover timeout needs several. */
+    if (c->f->failover_auto && c->f->failover_timeout_ms < rc->idle_ms)
+        rc->idle_ms = c->f->failover_timeout_ms;
 }
 
 static void on_committed(void *arg);
@@ -236,6 +372,7 @@ static int start_feeder(bq_cluster_t *c, const bq_repl_config_t *rc)
         .sync_need = f->sync_standbys > 0 ? (unsigned)f->sync_standbys : 0,
         .fallback = f->sync_fallback_async ? BQ_FALLBACK_ASYNC : BQ_FALLBACK_REFUSE,
         .sync_timeout_ns = (int64_t)f->sync_timeout_ms * 1000000,
+        .hooks = {.vote = fd_vote, .ack = fd_ack, .higher_epoch = fd_higher_epoch},
     };
     /* A wildcard listen address is no use to a proxy: it takes our peer host. */
     if (fc.client_host && (!strcmp(fc.client_host, "0.0.0.0") || !strcmp(fc.client_host, "::")))
@@ -282,6 +419,8 @@ static int start_receiver(bq_cluster_t *c, const bq_repl_config_t *rc)
         .resync_done = sink_resync_done,
         .resync_abort = sink_resync_abort,
         .primary = sink_primary,
+        .heard = sink_heard,
+        .promote = sink_promote,
         .arg = c,
     };
     c->proxy = bq_proxy_new(&c->s->loop);
@@ -292,10 +431,10 @@ static int start_receiver(bq_cluster_t *c, const bq_repl_config_t *rc)
     return 0;
 }
 
-int bq_cluster_start(bq_cluster_t **out, bq_server_t *s, const bq_flags_t *f, char **argv)
+int bq_cluster_start(bq_cluster_t **out, bq_server_t *s, const bq_flags_t *f,
+                     const bq_failover_plan_t *plan, char **argv)
 {
     bq_cluster_t *c = calloc(1, sizeof *c);
-    bq_repl_config_t rc;
     if (!c)
         return -1;
     c->s = s;
@@ -305,11 +444,17 @@ int bq_cluster_start(bq_cluster_t **out, bq_server_t *s, const bq_flags_t *f, ch
     *out = c;
     if (make_tls(c) != 0)
         return -1;
-    repl_config(c, &rc);
-    if (start_feeder(c, &rc) != 0 || (c->standby && start_receiver(c, &rc) != 0))
-        return -1;
+    repl_config(c, &c->rc);
+    uv_timer_init(&s->loop, &c->restart);
+    c->restart.data = c;
+    uv_timer_init(&s->loop, &c->handover.poll);
+    c->handover.poll.data = c;
+    c->handover.to = -1;
     uv_timer_init(&s->loop, &c->status);
     c->status.data = c;
+    if (start_failover(c, plan, &c->rc) != 0 || start_feeder(c, &c->rc) != 0 ||
+        (c->standby && start_receiver(c, &c->rc) != 0))
+        return -1;
     if (f->status_interval_ms > 0)
         uv_timer_start(&c->status, on_status, f->status_interval_ms, f->status_interval_ms);
     bq_log(BQ_LOG_INFO, "cluster mode", "role=%s node=%s cluster=%s epoch=%" PRIu64
@@ -327,9 +472,19 @@ bool bq_cluster_standby(const bq_cluster_t *c)
     return c->standby;
 }
 
-bool bq_cluster_refusing(const bq_cluster_t *c)
+const char *bq_cluster_refusal(const bq_cluster_t *c)
 {
-    return c && c->feeder && bq_feeder_sync_state(c->feeder) == BQ_SYNC_REFUSING;
+    if (!c || c->standby || !c->feeder)
+        return NULL;
+    if (c->restart_why)
+        return "stepping down";
+    if (c->handover.to >= 0)
+        return "switchover in progress";
+    if (!bq_failover_may_ack(c->failover))
+        return "fenced: no majority of voters in contact";
+    if (bq_feeder_sync_state(c->feeder) == BQ_SYNC_REFUSING)
+        return "too few standbys in sync";
+    return NULL;
 }
 
 void bq_cluster_accept(bq_cluster_t *c, int fd)
@@ -341,7 +496,105 @@ uint64_t bq_cluster_release(bq_cluster_t *c, uint64_t local)
 {
     if (c->standby)
         return local;
-    return bq_feeder_commit(c->feeder, local, bq_clock_now().mono);
+    /* Fenced, or stepping down: nothing more is acknowledged. */
+    if (!bq_failover_may_ack(c->failover) || c->restart_why || c->handover.promoted)
+        return c->released;
+    uint64_t r = bq_feeder_commit(c->feeder, local, bq_clock_now().mono);
+    if (r > c->released)
+        c->released = r;
+    return c->released;
+}
+
+int bq_cluster_promote(bq_cluster_t *c, bool force, char *why, size_t whylen)
+{
+    if (!c->failover) {
+        snprintf(why, whylen, "not in cluster mode");
+        return -1;
+    }
+    return bq_failover_promote(c->failover, force, why, whylen);
+}
+
+/* ---- switchover (primary) ---- */
+
+/* How long a switchover may pause writes before it is given up. */
+static uint64_t switchover_ms(const bq_flags_t *f)
+{
+    uint64_t t = 3 * (uint64_t)f->failover_timeout_ms;
+    return t > 5000 ? t : 5000;
+}
+
+/* Ends the handover: writes resume (failure) or the node is stepping down. */
+static void handover_end(bq_cluster_t *c, int status, const char *text)
+{
+    bq_cluster_done_cb done = c->handover.done;
+    c->handover.to = -1;
+    c->handover.promoted = false;
+    c->handover.done = NULL;
+    uv_timer_stop(&c->handover.poll);
+    bq_log(status == 200 ? BQ_LOG_INFO : BQ_LOG_WARN, "switchover", "result=\"%s\"", text);
+    if (done)
+        done(c->handover.arg, status, text);
+    bq_server_released(c->s);
+}
+
+static void on_handover_poll(uv_timer_t *t)
+{
+    bq_cluster_t *c = t->data;
+    int64_t now = bq_clock_now().mono;
+    size_t to = (size_t)c->handover.to;
+    if (c->restart_why) {
+        handover_end(c, 200, "switched over: this node follows the new primary");
+        return;
+    }
+    if (now > c->handover.deadline) {
+        handover_end(c, 504, c->handover.promoted
+                                 ? "the target did not take over in time; writes resumed here"
+                                 : "the target did not catch up in time; writes resumed here");
+        return;
+    }
+    bq_feeder_standby_t sb;
+    bq_feeder_standby(c->feeder, to, now, &sb);
+    if (!c->handover.promoted && sb.connected &&
+        sb.flushed >= bq_binlog_last_lsn(c->s->binlog)) {
+        if (bq_feeder_send_promote(c->feeder, to) == 0) {
+            c->handover.promoted = true;
+            bq_log(BQ_LOG_INFO, "switchover: the target has every record; asking it to stand",
+                   "target=%s lsn=%" PRIu64, c->peers[to].name, sb.flushed);
+        }
+    }
+}
+
+int bq_cluster_switchover(bq_cluster_t *c, const char *to, bq_cluster_done_cb done, void *arg,
+                          char *why, size_t whylen)
+{
+    int peer = -1;
+    for (size_t i = 0; i < c->npeers; i++)
+        if (strcmp(c->peers[i].name, to) == 0)
+            peer = (int)i;
+    bq_feeder_standby_t sb = {0};
+    if (peer >= 0 && c->feeder)
+        bq_feeder_standby(c->feeder, (size_t)peer, bq_clock_now().mono, &sb);
+    if (c->standby || !c->feeder)
+        snprintf(why, whylen, "this node is not the primary");
+    else if (c->handover.to >= 0 || c->restart_why)
+        snprintf(why, whylen, "a switchover is already in progress");
+    else if (peer < 0)
+        snprintf(why, whylen, "%s is not a peer of this node", to);
+    else if (!sb.connected || !sb.in_sync)
+        snprintf(why, whylen, "%s is not a connected standby in sync", to);
+    else {
+        c->handover.to = peer;
+        c->handover.promoted = false;
+        c->handover.deadline = bq_clock_now().mono + (int64_t)switchover_ms(c->f) * 1000000;
+        c->handover.done = done;
+        c->handover.arg = arg;
+        uv_timer_start(&c->handover.poll, on_handover_poll, 0, 5);
+        bq_log(BQ_LOG_INFO, "switchover: writes paused until the target has every record",
+               "target=%s timeout_ms=%" PRIu64, to, switchover_ms(c->f));
+        bq_server_released(c->s);
+        return 0;
+    }
+    return -1;
 }
 
 /* The commit point may have moved, or the sync state changed. */
@@ -434,6 +687,70 @@ static const char *format_status(bq_cluster_t *c)
     return c->extra;
 }
 
+static void standby_status(bq_cluster_t *c, size_t i, int64_t now, bq_cluster_standby_status_t *o)
+{
+    bq_feeder_standby_t sb;
+    bq_feeder_standby(c->feeder, i, now, &sb);
+    *o = (bq_cluster_standby_status_t){
+        .name = sb.name,
+        .state = !sb.connected ? "disconnected" : sb.in_sync ? "streaming" : "catching-up",
+        .addr = sb.connected ? sb.addr : "",
+        .sent = sb.sent,
+        .written = sb.written,
+        .flushed = sb.flushed,
+        .applied = sb.applied,
+        .lag_records = sb.lag_records,
+        .lag_bytes = sb.lag_bytes,
+        .lag_seconds = (double)sb.lag_ms / 1000.0,
+        .clock_offset_seconds = (double)sb.clock_offset_ms / 1000.0,
+    };
+}
+
+void bq_cluster_status(bq_cluster_t *c, bq_cluster_status_t *st)
+{
+    bq_binlog_t *b = c->s->binlog;
+    const bq_election_t *e = bq_failover_election(c->failover);
+    int64_t now = bq_clock_now().mono;
+    memset(st, 0, sizeof *st);
+    st->node_id = c->f->node_id;
+    st->cluster_id = c->f->cluster_id;
+    st->role = c->standby ? bq_el_role_name(e) : "primary";
+    st->epoch = bq_binlog_epoch(b) > e->epoch ? bq_binlog_epoch(b) : e->epoch;
+    st->last_lsn = bq_binlog_last_lsn(b);
+    st->durable_lsn = bq_binlog_durable_lsn(b);
+    st->commit_lsn = c->standby ? st->durable_lsn : bq_server_release_lsn(c->s);
+    st->failover_auto = c->f->failover_auto;
+    st->fenced = !c->standby && !bq_failover_may_ack(c->failover);
+    st->sync_standbys = (unsigned)c->f->sync_standbys;
+    st->fallback_async = c->f->sync_fallback_async;
+    if (!c->standby) {
+        st->primary = c->f->node_id;
+        st->sync_state = bq_commit_state_name(bq_feeder_sync_state(c->feeder));
+        st->in_sync = bq_feeder_in_sync(c->feeder);
+        st->nstandbys = bq_feeder_nstandbys(c->feeder);
+        for (size_t i = 0; i < st->nstandbys && i < BQ_FLAGS_MAX_PEERS; i++)
+            standby_status(c, i, now, &st->standbys[i]);
+        st->not_ready = bq_cluster_refusal(c);
+    } else {
+        bq_receiver_status_t rs;
+        bq_receiver_status(c->receiver, &rs);
+        st->primary = rs.connected && rs.primary[0] ? rs.primary : NULL;
+        st->not_ready = !rs.connected ? "no primary followed" : rs.resyncing ? "resyncing" : NULL;
+    }
+    st->ready = st->not_ready == NULL;
+    st->npeers = c->npeers;
+    for (size_t i = 0; i < c->npeers; i++) {
+        st->peer_names[i] = c->peers[i].name;
+        snprintf(st->peer_addrs[i], sizeof st->peer_addrs[i], "%s:%s", c->peers[i].host,
+                 c->peers[i].port);
+    }
+}
+
+SSL_CTX *bq_cluster_tls_server(const bq_cluster_t *c)
+{
+    return c ? c->tls_server : NULL;
+}
+
 void bq_cluster_fill_info(bq_cluster_t *c, bq_server_info_t *info)
 {
     info->extra = format_status(c);
@@ -458,6 +775,11 @@ void bq_cluster_close(bq_cluster_t *c)
     c->closing = true;
     if (c->status.data)
         uv_close((uv_handle_t *)&c->status, NULL);
+    if (c->restart.data)
+        uv_close((uv_handle_t *)&c->restart, NULL);
+    if (c->handover.poll.data)
+        uv_close((uv_handle_t *)&c->handover.poll, NULL);
+    bq_failover_close(c->failover);
     bq_feeder_close(c->feeder);
     bq_receiver_close(c->receiver);
     if (c->proxy)
@@ -473,6 +795,7 @@ void bq_cluster_free(bq_cluster_t *c)
     bq_feeder_free(c->feeder);
     bq_receiver_free(c->receiver);
     bq_proxy_free(c->proxy);
+    bq_failover_free(c->failover);
     SSL_CTX_free(c->tls_server);
     SSL_CTX_free(c->tls_client);
     free(c);

@@ -20,6 +20,7 @@
 #define DEFAULT_SYNC_TIMEOUT_MS 5000
 #define DEFAULT_REPL_TIMEOUT_MS 5000
 #define DEFAULT_STATUS_INTERVAL_MS 10000
+#define DEFAULT_FAILOVER_TIMEOUT_MS 1000
 #define MAX_NUMBER 2147483647 /* numbers fit an int (as milliseconds: about 24.8 days) */
 #define ALNUM "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 
@@ -268,6 +269,17 @@ static bq_flags_action_t set_fallback(bq_flags_t *f, const long_arg_t *la, const
     return BQ_FLAGS_RUN;
 }
 
+static bq_flags_action_t set_failover(bq_flags_t *f, const long_arg_t *la, const char *arg)
+{
+    if (strcmp(arg, "manual") == 0)
+        f->failover_auto = false;
+    else if (strcmp(arg, "auto") == 0)
+        f->failover_auto = true;
+    else
+        return fail_value(f, la, "want auto or manual", arg);
+    return BQ_FLAGS_RUN;
+}
+
 /* NAME=HOST:PORT, appended to f->peers; names are unique. */
 static bq_flags_action_t set_peer(bq_flags_t *f, const long_arg_t *la, const char *arg)
 {
@@ -306,6 +318,19 @@ static bq_flags_action_t set_listen(bq_flags_t *f, const long_arg_t *la, const c
     if (why)
         return fail_value(f, la, why, arg);
     return set_string(f, la, arg);
+}
+
+/* [HOST:]PORT: a bare port listens on 127.0.0.1. */
+static bq_flags_action_t set_admin(bq_flags_t *f, const long_arg_t *la, const char *arg)
+{
+    if (strchr(arg, ':'))
+        return set_listen(f, la, arg);
+    size_t port;
+    if (!parse_uint(arg, 65535, &port) || port == 0)
+        return fail_value(f, la, "want [HOST:]PORT", arg);
+    snprintf(f->admin_buf, sizeof f->admin_buf, "127.0.0.1:%zu", port);
+    f->admin_listen = f->admin_buf;
+    return BQ_FLAGS_RUN;
 }
 
 /* Range-checked against the number of peers once every option is read. */
@@ -350,6 +375,9 @@ static const long_arg_t long_args[] = {
     {"sync-timeout", set_ms, FIELD(sync_timeout_ms), 0, true},
     {"repl-timeout", set_ms, FIELD(repl_timeout_ms), 100, true},
     {"status-interval", set_ms, FIELD(status_interval_ms), 0, true},
+    {"failover", set_failover, 0, 0, true},
+    {"failover-timeout", set_ms, FIELD(failover_timeout_ms), 100, true},
+    {"admin-listen", set_admin, FIELD(admin_listen), 0, true},
 };
 
 /* The value of the long option argv[*i]: after its "=", or the next
@@ -441,6 +469,7 @@ static void set_defaults(bq_flags_t *f)
     f->sync_timeout_ms = DEFAULT_SYNC_TIMEOUT_MS;
     f->repl_timeout_ms = DEFAULT_REPL_TIMEOUT_MS;
     f->status_interval_ms = DEFAULT_STATUS_INTERVAL_MS;
+    f->failover_timeout_ms = DEFAULT_FAILOVER_TIMEOUT_MS;
 }
 
 /* The import options go together, and with -b (the destination). */
@@ -515,6 +544,9 @@ static bq_flags_action_t check_cluster(bq_flags_t *f, const char *cluster)
         return fail(f, "flag requires -b DIR (replication streams the binlog)", "--role");
     if (check_peers(f) != BQ_FLAGS_RUN || check_tls(f) != BQ_FLAGS_RUN)
         return f->action;
+    if (f->failover_auto && f->npeers < 3)
+        return fail(f, "flag requires 3 voters (3 --peer; with 2 nodes only manual failover is safe)",
+                    "--failover=auto");
     if (!f->cluster_id)
         f->cluster_id = DEFAULT_CLUSTER_ID;
     return BQ_FLAGS_RUN;
@@ -572,9 +604,19 @@ static void usage_cluster(FILE *out)
             " --sync-timeout MS       wait for standbys at most MS (default %d)\n"
             " --repl-timeout MS       drop a replication link silent for MS, >= 100\n"
             "                         (default %d)\n"
-            " --status-interval MS    log a status line every MS, 0 = never (default %d)\n",
+            " --status-interval MS    log a status line every MS, 0 = never (default %d)\n"
+            " --failover auto|manual  auto: standbys elect a new primary when it is\n"
+            "                         gone (needs 3 voters); manual: beanstalkctl\n"
+            "                         promote (default manual)\n"
+            " --failover-timeout MS   auto: a primary silent for MS is gone, and a\n"
+            "                         primary cut off from a majority for MS stops\n"
+            "                         acknowledging writes, >= 100 (default %d)\n"
+            " --admin-listen [HOST:]PORT\n"
+            "                         the admin HTTP API (status, metrics, promote,\n"
+            "                         switchover); HOST defaults to 127.0.0.1, any\n"
+            "                         other than loopback needs the TLS flags\n",
             DEFAULT_CLUSTER_ID, BQ_FLAGS_MAX_PEERS, DEFAULT_SYNC_TIMEOUT_MS,
-            DEFAULT_REPL_TIMEOUT_MS, DEFAULT_STATUS_INTERVAL_MS);
+            DEFAULT_REPL_TIMEOUT_MS, DEFAULT_STATUS_INTERVAL_MS, DEFAULT_FAILOVER_TIMEOUT_MS);
 }
 
 void bq_flags_usage(FILE *out, const char *prog)

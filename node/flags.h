@@ -83,6 +83,10 @@ typedef struct bq_flags {
     size_t sync_timeout_ms;       /* --sync-timeout MS (default 5000) */
     size_t repl_timeout_ms;       /* --repl-timeout MS: a silent link is dropped (default 5000) */
     size_t status_interval_ms;    /* --status-interval MS: status log line (default 10000, 0 off) */
+    bool failover_auto;           /* --failover=auto|manual (default manual) */
+    size_t failover_timeout_ms;   /* --failover-timeout MS (default 1000) */
+    const char *admin_listen;     /* --admin-listen [HOST:]PORT as HOST:PORT; NULL: none */
+    char admin_buf[300];          /* admin_listen when the host was left out */
 } bq_flags_t;
 
 /* Parses argv[0..argc) (the arguments after the program name) into *f.

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "failover.h"
 #include "flags.h"
 #include "import.h"
 #include "log.h"
@@ -111,12 +112,21 @@ int main(int argc, char **argv)
     bq_process_raise_nofile();
     if (bq_process_ignore_sigpipe() != 0)
         return 111;
+    bq_failover_plan_t plan = {.role = f.role};
+    if (f.role != BQ_ROLE_SINGLE) {
+        if (bq_failover_plan(&f, &plan) != 0)
+            return 1;
+        bq_log(BQ_LOG_INFO, "cluster start", "role=%s why=\"%s\"",
+               plan.role == BQ_ROLE_PRIMARY ? "primary" : "standby", plan.why);
+        f.role = plan.role;
+    }
     int r = bq_server_init(&server, &f);
+    server.min_epoch = f.role == BQ_ROLE_PRIMARY ? plan.min_epoch : 0;
     if (r == 0)
         r = drop_privileges_and_open_binlog(&f);
     else
         r = init_exit_code(r);
-    if (r == 0 && bq_server_start_cluster(&server, &f, argv) != 0)
+    if (r == 0 && bq_server_start_cluster(&server, &f, &plan, argv) != 0)
         r = 1;
     if (r == 0)
         bq_server_run(&server);

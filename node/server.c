@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <string.h>
 
+#include "admin_routes.h"
 #include "clock.h"
 #include "conn.h"
 
@@ -98,6 +99,9 @@ static void stop(bq_server_t *s, const char *why)
     while ((l = bq_list_pop(&s->conns)))
         bq_conn_close_link(l);
     bq_binlog_stop(s->binlog);
+    if (s->admin)
+        bq_admin_stop(s->admin);
+    s->admin = NULL;
     bq_cluster_close(s->cluster);
     close_handle((uv_handle_t *)&s->timer);
     close_handle((uv_handle_t *)&s->prepare);
@@ -162,8 +166,8 @@ static void server_info(void *arg, bq_server_info_t *info)
 static bool log_room(void *arg, size_t bytes, bool is_delete)
 {
     bq_server_t *s = arg;
-    if (bq_cluster_refusing(s->cluster))
-        return false; /* too few standbys in sync, fallback "refuse" */
+    if (bq_cluster_refusal(s->cluster))
+        return false; /* too few standbys in sync, fenced, handing over */
     return bq_binlog_room(s->binlog, bytes, is_delete);
 }
 
@@ -231,13 +235,14 @@ void bq_server_released(bq_server_t *s)
     /* Brings the sync state up to date (the commit point is computed with it). */
     if (s->cluster)
         (void)bq_server_release_lsn(s);
-    bool refusing = bq_cluster_refusing(s->cluster);
+    const char *why = bq_cluster_refusal(s->cluster);
+    bool refusing = why != NULL;
     if (bq_engine_draining(s->engine) != (s->drain_signal || refusing)) {
         bq_engine_set_draining(s->engine, s->drain_signal || refusing);
-        bq_log(refusing ? BQ_LOG_WARN : BQ_LOG_INFO,
-               refusing ? "too few standbys in sync: refusing writes"
-                        : "enough standbys in sync: taking writes again",
-               "sync_state=%s", refusing ? "refusing" : "sync");
+        if (refusing)
+            bq_log(BQ_LOG_WARN, "refusing writes", "why=\"%s\"", why);
+        else
+            bq_logm(BQ_LOG_INFO, "taking writes again");
     }
     while ((l = bq_list_pop(&s->gated)))
         bq_conn_ungate(l);
@@ -273,6 +278,7 @@ int bq_server_start_binlog(bq_server_t *s, const bq_flags_t *f)
         .skip_corrupt = f->skip_corrupt,
         .follower = f->role == BQ_ROLE_STANDBY,
         .new_epoch = f->role == BQ_ROLE_PRIMARY,
+        .min_epoch = s->min_epoch,
         .node_id = f->node_id,
         .cluster_id = f->cluster_id,
     };
@@ -290,11 +296,14 @@ int bq_server_start_binlog(bq_server_t *s, const bq_flags_t *f)
     return r == 0 ? 0 : BQ_SERVER_EBINLOG;
 }
 
-int bq_server_start_cluster(bq_server_t *s, const bq_flags_t *f, char **argv)
+int bq_server_start_cluster(bq_server_t *s, const bq_flags_t *f, const bq_failover_plan_t *plan,
+                            char **argv)
 {
     if (f->role == BQ_ROLE_SINGLE)
         return 0;
-    return bq_cluster_start(&s->cluster, s, f, argv) == 0 ? 0 : BQ_SERVER_EINIT;
+    if (bq_cluster_start(&s->cluster, s, f, plan, argv) != 0)
+        return BQ_SERVER_EINIT;
+    return bq_admin_routes_start(s, f, &s->admin) == 0 ? 0 : BQ_SERVER_EINIT;
 }
 
 void bq_server_run(bq_server_t *s)
@@ -312,6 +321,9 @@ void bq_server_free(bq_server_t *s)
 {
     bq_listen_close(&s->listener);
     bq_binlog_stop(s->binlog);
+    if (s->admin)
+        bq_admin_stop(s->admin);
+    s->admin = NULL;
     bq_cluster_close(s->cluster);
     if (s->loop.data == s) {
         /* After a failed init some handles may still be open. */

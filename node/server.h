@@ -6,8 +6,10 @@
 #include <stdbool.h>
 #include <uv.h>
 
+#include "admin.h"
 #include "binlog.h"
 #include "cluster.h"
+#include "failover.h"
 #include "flags.h"
 #include "list.h"
 #include "listen.h"
@@ -42,6 +44,8 @@ typedef struct bq_server {
     bq_cluster_t *cluster; /* NULL unless --role */
     bool drain_signal;     /* SIGUSR1 turned drain mode on */
     uint64_t feed_lsn;     /* the last LSN when input feeding began; UINT64_MAX outside */
+    uint64_t min_epoch;    /* cluster primary: the epoch it opens is at least this */
+    bq_admin_t *admin;     /* the admin API, NULL without --admin-listen */
 } bq_server_t;
 
 /* Creates the loop, engine, listener and handles from the flags. Returns 0
@@ -56,7 +60,8 @@ int bq_server_start_binlog(bq_server_t *s, const bq_flags_t *f);
 /* With --role: starts replication (after bq_server_start_binlog); argv is
  * the process's, kept for a standby's restart after a resync. 0, or
  * BQ_SERVER_EINIT (logged). */
-int bq_server_start_cluster(bq_server_t *s, const bq_flags_t *f, char **argv);
+int bq_server_start_cluster(bq_server_t *s, const bq_flags_t *f, const bq_failover_plan_t *plan,
+                            char **argv);
 
 /* The LSN replies may be released up to: the binlog's release point, held
  * back further by the commit point of synchronous replication. */

@@ -171,6 +171,11 @@ void bq_engine_put_abort(bq_engine_t *e, bq_job_t *job);
 int bq_engine_apply(bq_engine_t *e, const uint8_t *data, size_t len, uint32_t file,
                     bq_now_t now);
 
+/* Moves the next job id one reservation block further: a new primary skips
+ * ids its predecessor may have handed out from a block whose reservation
+ * never reached it (call before the checkpoint that logs the reservation). */
+void bq_engine_skip_id_block(bq_engine_t *e);
+
 /* Logs what a new segment must repeat so that older segments are never
  * needed for it: the id reservation and every tube still paused. */
 void bq_engine_log_checkpoint(bq_engine_t *e, bq_now_t now);

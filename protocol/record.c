@@ -167,6 +167,11 @@ uint64_t bq__take_id(bq_engine_t *e)
     return e->next_id++;
 }
 
+void bq_engine_skip_id_block(bq_engine_t *e)
+{
+    e->next_id += BQ_ID_BLOCK;
+}
+
 void bq_engine_log_checkpoint(bq_engine_t *e, bq_now_t now)
 {
     if (!e->logging)

@@ -164,6 +164,13 @@ unsigned bq_el_campaign(bq_election_t *e, int64_t now);
  * already. */
 unsigned bq_el_assume(bq_election_t *e, int64_t now);
 
+/* The node restarted into the office it won: primary of epoch (which must
+ * be its current epoch, with its vote for itself), each voter i in contact
+ * from contact[i] (nvoters values, as e->contact_at was when it won; the
+ * monotonic clock survives exec). Returns effects, 0 when it did not win
+ * epoch. */
+unsigned bq_el_take_office(bq_election_t *e, int64_t now, uint64_t epoch, const int64_t *contact);
+
 /* Whether the node may acknowledge writes at now: it is primary and, when
  * automatic, a majority was in contact within the timeout (checked at now,
  * not at the last tick, so a process that was paused cannot ack). */

@@ -37,6 +37,7 @@ struct conn {
     bq_link_t *link;
     int slot; /* -1 until its Hello is accepted */
     bool closed;
+    bool routine; /* a vote answered, or a standby told we are not the primary */
 };
 
 typedef struct sample {
@@ -181,7 +182,10 @@ static void on_hello(conn_t *c, const Bq__Repl__Hello *h)
 {
     bq_feeder_t *f = c->f;
     char err[256];
+    if (h->last_epoch > f->log->epoch(f->log->arg) && f->cfg.hooks.higher_epoch)
+        f->cfg.hooks.higher_epoch(f->arg, h->last_epoch);
     if (!f->cfg.primary) {
+        c->routine = true;
         send_refuse(c, BQ__REPL__REFUSE_REASON__NOT_PRIMARY, "this node is not the primary");
         return;
     }
@@ -225,7 +229,42 @@ static void on_ack(conn_t *c, const Bq__Repl__Ack *a)
         return;
     bq_commit_ack(&f->commit, (size_t)c->slot, a->written_lsn, a->flushed_lsn, a->applied_lsn,
                   mono_now());
+    if (f->cfg.hooks.ack)
+        f->cfg.hooks.ack(f->arg, (size_t)c->slot, a->epoch, a->echo);
     committed(f);
+}
+
+/* The peer index of a connection's verified name (its certificate; in
+ * plaintext the name it gives), or -1. */
+static int peer_of(const conn_t *c, const char *given)
+{
+    const char *name = bq_link_peer_name(c->link);
+    if (!name)
+        name = given;
+    if (!name || (given && strcmp(name, given) != 0))
+        return -1;
+    return slot_of(c->f, name);
+}
+
+/* A vote request on its own connection: one reply, then closed. */
+static void on_vote_request(conn_t *c, const Bq__Repl__VoteRequest *q)
+{
+    bq_feeder_t *f = c->f;
+    int peer = peer_of(c, q->node_id);
+    Bq__Repl__VoteReply r = BQ__REPL__VOTE_REPLY__INIT;
+    Bq__Repl__Message m = BQ__REPL__MESSAGE__INIT;
+    if (peer < 0 || strcmp(q->cluster_id, f->cfg.repl.cluster_id) != 0 || !f->cfg.hooks.vote) {
+        send_refuse(c, BQ__REPL__REFUSE_REASON__UNKNOWN_NODE, "not a voter of this cluster");
+        return;
+    }
+    f->cfg.hooks.vote(f->arg, (size_t)peer, q, &r);
+    c->routine = true;
+    r.node_id = (char *)f->cfg.repl.node_id;
+    m.body_case = BQ__REPL__MESSAGE__BODY_VOTE_REPLY;
+    m.vote_reply = &r;
+    bq_link_send(c->link, &m);
+    c->closed = true;
+    bq_link_close(c->link, "vote answered");
 }
 
 static void on_message(bq_link_t *l, const Bq__Repl__Message *m, void *arg)
@@ -236,6 +275,9 @@ static void on_message(bq_link_t *l, const Bq__Repl__Message *m, void *arg)
         return;
     if (c->slot < 0 && m->body_case == BQ__REPL__MESSAGE__BODY_HELLO)
         on_hello(c, m->hello);
+    else if (c->slot < 0 && m->body_case == BQ__REPL__MESSAGE__BODY_VOTE_REQUEST)
+        on_vote_request(c, m->vote_request);
+
     else if (c->slot >= 0 && m->body_case == BQ__REPL__MESSAGE__BODY_ACK)
         on_ack(c, m->ack);
     else {
@@ -274,8 +316,8 @@ static void on_close(bq_link_t *l, const char *why, void *arg)
         committed(f);
     } else if (c->slot < 0) {
         forget_pending(f, c);
-        bq_log(BQ_LOG_INFO, "replication: connection closed", "peer=%s why=\"%s\"",
-               bq_link_peer_addr(l), why);
+        bq_log(c->routine ? BQ_LOG_DEBUG : BQ_LOG_INFO, "replication: connection closed",
+               "peer=%s why=\"%s\"", bq_link_peer_addr(l), why);
     }
     free(c);
 }
@@ -342,6 +384,20 @@ static void on_connection(uv_stream_t *server, int status)
     f->pending[k] = c;
 }
 
+int bq_feeder_send_promote(bq_feeder_t *f, size_t peer)
+{
+    conn_t *c = peer < f->cfg.repl.npeers ? f->slots[peer].conn : NULL;
+    if (!c || c->closed)
+        return -1;
+    Bq__Repl__Promote p = BQ__REPL__PROMOTE__INIT;
+    Bq__Repl__Message m = BQ__REPL__MESSAGE__INIT;
+    p.epoch = f->log->epoch(f->log->arg);
+    p.from = (char *)f->cfg.repl.node_id;
+    m.body_case = BQ__REPL__MESSAGE__BODY_PROMOTE;
+    m.promote = &p;
+    return bq_link_send(c->link, &m);
+}
+
 /* ---- timers: heartbeats and the end of a sync wait ---- */
 
 static void send_heartbeat(bq_feeder_t *f, conn_t *c)
@@ -352,6 +408,9 @@ static void send_heartbeat(bq_feeder_t *f, conn_t *c)
     h.last_lsn = f->last_lsn;
     h.commit_lsn = f->commit.commit;
     h.wall = bq_repl_wall_ns();
+    h.sent = mono_now();
+    h.sync = f->commit.state == BQ_SYNC_ON || f->commit.state == BQ_SYNC_WAITING ||
+             f->commit.state == BQ_SYNC_REFUSING;
     m.body_case = BQ__REPL__MESSAGE__BODY_HEARTBEAT;
     m.heartbeat = &h;
     bq_link_send(c->link, &m);

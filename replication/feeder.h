@@ -4,7 +4,8 @@
  * from them the commit point (replication/commit.h), and sends heartbeats.
  * On a node that is not the primary the feeder still listens, and answers
  * every Hello with Refuse(NOT_PRIMARY), so a standby looking for the
- * primary moves on to the next peer. */
+ * primary moves on to the next peer. On any node it answers vote requests
+ * through the hooks (elections, node/failover.c). */
 #ifndef BQ_REPL_FEEDER_H
 #define BQ_REPL_FEEDER_H
 
@@ -14,9 +15,24 @@
 #include <uv.h>
 
 #include "commit.h"
+#include "proto/repl.pb-c.h"
 #include "repl.h"
 
 typedef struct bq_feeder bq_feeder_t;
+
+/* What the feeder hears that the election (node/failover.c) needs; every
+ * hook is optional, arg is the feeder's callback arg. */
+typedef struct bq_feeder_hooks {
+    /* A voter asks for our vote (any role): fill reply's epoch, prevote and
+     * granted; peer is the voter's index in repl.peers. */
+    void (*vote)(void *arg, size_t peer, const Bq__Repl__VoteRequest *req,
+                 Bq__Repl__VoteReply *reply);
+    /* Primary: standby `peer`, following epoch, acknowledged a heartbeat we
+     * sent at echo (our monotonic clock, ns; 0 when none yet). */
+    void (*ack)(void *arg, size_t peer, uint64_t epoch, int64_t echo);
+    /* A peer told us of an epoch above ours (its Hello). */
+    void (*higher_epoch)(void *arg, uint64_t epoch);
+} bq_feeder_hooks_t;
 
 typedef struct bq_feeder_config {
     bq_repl_config_t repl;
@@ -26,6 +42,7 @@ typedef struct bq_feeder_config {
     unsigned sync_need;      /* --sync-standbys */
     bq_fallback_t fallback;
     int64_t sync_timeout_ns;
+    bq_feeder_hooks_t hooks;
 } bq_feeder_config_t;
 
 /* Per standby, for the status and stats. */
@@ -66,6 +83,10 @@ size_t bq_feeder_in_sync(const bq_feeder_t *f);
 /* The standbys: how many, and a snapshot of standby i at now. */
 size_t bq_feeder_nstandbys(const bq_feeder_t *f);
 void bq_feeder_standby(const bq_feeder_t *f, size_t i, int64_t now, bq_feeder_standby_t *out);
+
+/* Sends Promote (our epoch) to standby peer over its link: it should stand
+ * now (switchover). 0, or -1 when it is not connected. */
+int bq_feeder_send_promote(bq_feeder_t *f, size_t peer);
 
 /* Closes the listener and every link (shutdown). */
 void bq_feeder_close(bq_feeder_t *f);

@@ -2,7 +2,8 @@
  * retry), connecting (TCP + TLS), hello sent (waiting for Welcome or
  * Refuse), following (frames flow). A break at any point goes back to idle
  * and the next peer is tried after a backoff that grows from 100 ms to 2 s
- * while attempts fail, and is reset once a stream is followed. */
+ * (at most a heartbeat period, idle_ms / 4) while attempts fail, and is
+ * reset once a stream is followed. */
 #include "receiver.h"
 
 #include <stdio.h>
@@ -39,6 +40,7 @@ struct bq_receiver {
     char primary[64];
     char security[16];
     uint64_t p_epoch, p_last, p_commit;
+    int64_t echo; /* `sent` of the primary's last heartbeat */
     uint64_t heard_at; /* loop ms of the last message */
     const char *names[1];
 };
@@ -57,6 +59,8 @@ static void send_ack(bq_receiver_t *r, bool force)
         ack.applied_lsn = r->acked_a = a;
     }
     ack.wall = bq_repl_wall_ns();
+    ack.epoch = r->p_epoch;
+    ack.echo = r->echo;
     m.body_case = BQ__REPL__MESSAGE__BODY_ACK;
     m.ack = &ack;
     bq_link_send(r->link, &m);
@@ -78,8 +82,13 @@ static void on_welcome(bq_receiver_t *r, const Bq__Repl__Welcome *w)
         drop(r, BQ_LOG_ERROR, bq_follow_status_name(st), "message=welcome");
         return;
     }
+    if (k->heard && !k->heard(k->arg, (size_t)r->peer, w->epoch, NULL)) {
+        drop(r, BQ_LOG_WARN, "the primary's epoch is stale", NULL);
+        return;
+    }
     r->state = FOLLOWING;
     r->backoff_ms = 0;
+    r->echo = 0;
     r->resyncing = w->start == BQ__REPL__START__RESYNC;
     r->resync_until = w->last_lsn;
     snprintf(r->primary, sizeof r->primary, "%s", w->node_id);
@@ -153,6 +162,20 @@ static void on_frames(bq_receiver_t *r, const Bq__Repl__Frames *fr)
         send_ack(r, false);
 }
 
+static void on_heartbeat(bq_receiver_t *r, const Bq__Repl__Heartbeat *hb)
+{
+    const bq_repl_sink_t *k = r->sink;
+    if (k->heard && !k->heard(k->arg, (size_t)r->peer, hb->epoch, hb)) {
+        drop(r, BQ_LOG_WARN, "the primary's epoch is stale", NULL);
+        return;
+    }
+    r->p_epoch = hb->epoch;
+    r->p_last = hb->last_lsn;
+    r->p_commit = hb->commit_lsn;
+    r->echo = hb->sent;
+    send_ack(r, true);
+}
+
 static void on_refuse(bq_receiver_t *r, const Bq__Repl__Refuse *f)
 {
     bool quiet = f->reason == BQ__REPL__REFUSE_REASON__NOT_PRIMARY;
@@ -180,10 +203,12 @@ static void on_message(bq_link_t *l, const Bq__Repl__Message *m, void *arg)
             return on_frames(r, m->frames);
         break;
     case BQ__REPL__MESSAGE__BODY_HEARTBEAT:
-        if (r->state == FOLLOWING && m->heartbeat->epoch >= r->follow.epoch) {
-            r->p_epoch = m->heartbeat->epoch;
-            r->p_last = m->heartbeat->last_lsn;
-            r->p_commit = m->heartbeat->commit_lsn;
+        if (r->state == FOLLOWING && m->heartbeat->epoch >= r->follow.epoch)
+            return on_heartbeat(r, m->heartbeat);
+        break;
+    case BQ__REPL__MESSAGE__BODY_PROMOTE:
+        if (r->state == FOLLOWING && r->sink->promote) {
+            r->sink->promote(r->sink->arg, (size_t)r->peer, m->promote->epoch);
             return;
         }
         break;
@@ -273,9 +298,15 @@ static void schedule_retry(bq_receiver_t *r)
     bool round = r->next_peer % (r->cfg.npeers ? r->cfg.npeers : 1) == 0;
     uint64_t ms = 0;
     if (round) {
+        /* At most a heartbeat period: a new primary is found quickly. */
+        uint64_t max = bq_repl_beat_ms(r->cfg.idle_ms);
+        if (max > BACKOFF_MAX_MS)
+            max = BACKOFF_MAX_MS;
+        if (max < BACKOFF_MIN_MS)
+            max = BACKOFF_MIN_MS;
         r->backoff_ms = r->backoff_ms ? r->backoff_ms * 2 : BACKOFF_MIN_MS;
-        if (r->backoff_ms > BACKOFF_MAX_MS)
-            r->backoff_ms = BACKOFF_MAX_MS;
+        if (r->backoff_ms > max)
+            r->backoff_ms = max;
         ms = r->backoff_ms;
     }
     uv_timer_start(&r->retry, connect_next, ms, 0);

@@ -4,7 +4,9 @@
  * Frames message is checked whole (replication/follow.h) and then handed to
  * the node, which appends the frames to its binlog and applies them to its
  * engine. Acks report the written, flushed and applied LSNs after each
- * change and every idle_ms / 4 as a heartbeat. Any break (refusal, bad
+ * change and every idle_ms / 4 as a heartbeat; each ack carries the epoch
+ * followed and echoes the `sent` time of the last heartbeat (the primary's
+ * CheckQuorum). Any break (refusal, bad
  * frame, silence beyond idle_ms, close) drops the link and a new attempt
  * follows after a short backoff. */
 #ifndef BQ_REPL_RECEIVER_H
@@ -43,6 +45,13 @@ typedef struct bq_repl_sink {
     /* The primary is known (node id, client host and port) or, with NULL
      * node, no longer known. */
     void (*primary)(void *arg, const char *node, const char *host, const char *port);
+    /* Optional (elections): the primary, peer `peer` of epoch, was heard
+     * (hb: its heartbeat, NULL for its Welcome). false: that epoch is stale
+     * here; the link is dropped. */
+    bool (*heard)(void *arg, size_t peer, uint64_t epoch, const Bq__Repl__Heartbeat *hb);
+    /* Optional: the primary, peer `peer` of epoch, asks us to stand now
+     * (switchover). */
+    void (*promote)(void *arg, size_t peer, uint64_t epoch);
     void *arg;
 } bq_repl_sink_t;
 

@@ -80,6 +80,12 @@ static const ProtobufCMessage *body_of(const Bq__Repl__Message *m)
         return &m->ack->base;
     case BQ__REPL__MESSAGE__BODY_HEARTBEAT:
         return &m->heartbeat->base;
+    case BQ__REPL__MESSAGE__BODY_VOTE_REQUEST:
+        return &m->vote_request->base;
+    case BQ__REPL__MESSAGE__BODY_VOTE_REPLY:
+        return &m->vote_reply->base;
+    case BQ__REPL__MESSAGE__BODY_PROMOTE:
+        return &m->promote->base;
     default:
         return NULL;
     }
@@ -195,6 +201,12 @@ const char *bq_wire_body_name(const Bq__Repl__Message *msg)
         return "ack";
     case BQ__REPL__MESSAGE__BODY_HEARTBEAT:
         return "heartbeat";
+    case BQ__REPL__MESSAGE__BODY_VOTE_REQUEST:
+        return "vote request";
+    case BQ__REPL__MESSAGE__BODY_VOTE_REPLY:
+        return "vote reply";
+    case BQ__REPL__MESSAGE__BODY_PROMOTE:
+        return "promote";
     default:
         return "none";
     }

@@ -1217,7 +1217,7 @@ static void stalled_link_refuses_writes(void **state)
     bqt_sends(held, "use during\r\nput 0 0 120 4\r\nheld\r\n");
     bqt_expect(held, "USING during\r\n");
     /* Refusing starts --sync-timeout after the held put; the primary logs it. */
-    log_wait_t lw = {s, A, "too few standbys in sync: refusing writes", NULL, 1};
+    log_wait_t lw = {s, A, "refusing writes", "too few standbys in sync", 1};
     if (!bqt_wait_until(log_reached, &lw, REFUSE_MS)) {
         cstat_t c;
         cluster_stat(s, &c);

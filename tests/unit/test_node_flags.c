@@ -377,7 +377,8 @@ static const struct {
     {"--peer", "n1=h:1"},      {"--repl-listen", "h:1"},     {"--tls-cert", "c.pem"},
     {"--tls-key", "k.pem"},    {"--tls-ca", "ca.pem"},       {"--repl-plaintext", NULL},
     {"--sync-standbys", "0"},  {"--sync-fallback", "async"}, {"--sync-timeout", "1"},
-    {"--repl-timeout", "100"}, {"--status-interval", "0"},
+    {"--repl-timeout", "100"}, {"--status-interval", "0"},   {"--failover", "manual"},
+    {"--failover-timeout", "100"}, {"--admin-listen", "1"},
 };
 
 /* A complete primary: n1 of {n1, n2}, with a binlog and without TLS. */
@@ -746,6 +747,45 @@ static void sync_standbys_range(void **state)
     base_fails(ARGC(word), word, "invalid --sync-standbys (want a number >= 0): one");
 }
 
+static void failover_options(void **state)
+{
+    const char *three[] = {"--peer", "n3=h3:7003", "--failover=auto", "--failover-timeout", "250"};
+    const char *two[] = {"--failover", "auto"};
+    const char *bad[] = {"--failover", "sometimes"};
+    const char *fast[] = {"--failover-timeout", "99"};
+    (void)state;
+    assert_int_equal(parse_base(0, three), BQ_FLAGS_RUN);
+    assert_false(f.failover_auto);
+    assert_int_equal(f.failover_timeout_ms, 1000);
+    assert_int_equal(parse_base(ARGC(three), three), BQ_FLAGS_RUN);
+    assert_true(f.failover_auto);
+    assert_int_equal(f.failover_timeout_ms, 250);
+    base_fails(ARGC(two), two, "flag requires 3 voters (3 --peer; with 2 nodes only manual "
+                               "failover is safe): --failover=auto");
+    base_fails(ARGC(bad), bad, "invalid --failover (want auto or manual): sometimes");
+    base_fails(ARGC(fast), fast, "invalid --failover-timeout (want milliseconds, 100..2147483647): 99");
+}
+
+static void admin_listen_forms(void **state)
+{
+    const char *port[] = {"--admin-listen", "11380"};
+    const char *full[] = {"--admin-listen=0.0.0.0:8080"};
+    const char *v6[] = {"--admin-listen", "[::1]:8080"};
+    const char *zero[] = {"--admin-listen", "0"};
+    const char *word[] = {"--admin-listen", "admin"};
+    (void)state;
+    assert_int_equal(parse_base(0, port), BQ_FLAGS_RUN);
+    assert_null(f.admin_listen);
+    assert_int_equal(parse_base(ARGC(port), port), BQ_FLAGS_RUN);
+    assert_string_equal(f.admin_listen, "127.0.0.1:11380");
+    assert_int_equal(parse_base(ARGC(full), full), BQ_FLAGS_RUN);
+    assert_string_equal(f.admin_listen, "0.0.0.0:8080");
+    assert_int_equal(parse_base(ARGC(v6), v6), BQ_FLAGS_RUN);
+    assert_string_equal(f.admin_listen, "[::1]:8080");
+    base_fails(ARGC(zero), zero, "invalid --admin-listen (want [HOST:]PORT): 0");
+    base_fails(ARGC(word), word, "invalid --admin-listen (want [HOST:]PORT): admin");
+}
+
 static void role_requirements(void **state)
 {
     char *no_node[] = {"--role=primary", "--peer", "n1=h1:1", "--peer",
@@ -880,6 +920,8 @@ int main(void)
         cmocka_unit_test(repl_listen_checked),
         cmocka_unit_test(numbers_checked),
         cmocka_unit_test(sync_standbys_range),
+        cmocka_unit_test(failover_options),
+        cmocka_unit_test(admin_listen_forms),
         cmocka_unit_test(role_requirements),
         cmocka_unit_test(tls_or_plaintext),
         cmocka_unit_test(import_conflicts_with_role),

@@ -1,0 +1,27 @@
+/* The node's answers to the admin API (node/admin.h): /status as JSON and
+ * /metrics in Prometheus text from the cluster's state, /readyz from the
+ * same, and /promote and /switchover handed to the cluster. Started with
+ * --admin-listen; in plaintext on a loopback address, else in mutual TLS
+ * with the cluster's certificates (the node refuses to start without). */
+#ifndef BQ_NODE_ADMIN_ROUTES_H
+#define BQ_NODE_ADMIN_ROUTES_H
+
+#include "admin.h"
+#include "cluster.h"
+#include "flags.h"
+
+typedef struct bq_server bq_server_t;
+
+/* Starts the admin API of s as f->admin_listen says (nothing without it).
+ * 0 and *out (NULL when not asked for), or -1 (logged). */
+int bq_admin_routes_start(bq_server_t *s, const bq_flags_t *f, bq_admin_t **out);
+
+/* The /status document of a cluster node: new, freed with free; NULL when
+ * out of memory. */
+char *bq_admin_status_json(const bq_cluster_status_t *st);
+
+/* The /metrics text of a cluster node: new, freed with free; NULL when out
+ * of memory. */
+char *bq_admin_metrics_text(const bq_cluster_status_t *st);
+
+#endif
