@@ -30,6 +30,7 @@ struct bq_failover {
     bq_failover_hooks_t h;
     bq_canvass_t *canvass;
     uv_timer_t timer;
+    uv_timer_t probe; /* a fenced primary asks the voters for their epoch */
     bool closing;
     /* The last heartbeat from the primary: a 2-voter promotion is safe only
      * when it was in sync mode and we hold its commit point. */
@@ -153,6 +154,24 @@ static int save(bq_failover_t *fo)
     return -1;
 }
 
+/* A fenced primary hears from nobody (standbys connect to the primary, and
+ * they follow another one now): every timeout it asks the voters whether
+ * they would vote for it, which changes nothing on their side, and a
+ * refusal carries the voter's epoch; a higher one makes it step down. */
+static void on_probe(uv_timer_t *t)
+{
+    bq_failover_t *fo = t->data;
+    if (fo->closing || fo->el.role != BQ_EL_PRIMARY || !fo->el.fenced)
+        return;
+    bq_el_pos_t mine = fo->h.mine(fo->h.arg);
+    Bq__Repl__VoteRequest q = BQ__REPL__VOTE_REQUEST__INIT;
+    q.epoch = fo->el.epoch + 1;
+    q.prevote = true;
+    q.last_epoch = mine.epoch;
+    q.last_lsn = mine.lsn;
+    bq_canvass_round(fo->canvass, &q, fo->f->failover_timeout_ms);
+}
+
 static void send_request(bq_failover_t *fo)
 {
     bq_el_pos_t mine = fo->h.mine(fo->h.arg);
@@ -188,6 +207,10 @@ static bool apply(bq_failover_t *fo, unsigned eff)
                "epoch=%" PRIu64, fo->el.epoch);
     if ((eff & BQ_EL_FENCE) && fo->h.fence)
         fo->h.fence(fo->h.arg);
+    if ((eff & BQ_EL_FENCE) && fo->el.fenced)
+        uv_timer_start(&fo->probe, on_probe, 0, fo->f->failover_timeout_ms);
+    else if (eff & (BQ_EL_FENCE | BQ_EL_STEP_DOWN))
+        uv_timer_stop(&fo->probe);
     if (eff & BQ_EL_REQUEST)
         send_request(fo);
     if (eff & BQ_EL_STEP_DOWN)
@@ -259,6 +282,8 @@ int bq_failover_start(bq_failover_t **out, uv_loop_t *loop, const bq_flags_t *f,
     unsigned eff = 0;
     uv_timer_init(loop, &fo->timer);
     fo->timer.data = fo;
+    uv_timer_init(loop, &fo->probe);
+    fo->probe.data = fo;
     if (plan->office) {
         bq_el_init(&fo->el, &ec, fo->st->epoch, (int)repl->npeers, seed, now);
         eff = bq_el_take_office(&fo->el, now, log_epoch, plan->contact);
@@ -402,6 +427,8 @@ void bq_failover_close(bq_failover_t *fo)
     fo->closing = true;
     if (fo->timer.data)
         uv_close((uv_handle_t *)&fo->timer, NULL);
+    if (fo->probe.data)
+        uv_close((uv_handle_t *)&fo->probe, NULL);
     /* Freed by the loop once its links are closed. */
     bq_canvass_free(fo->canvass);
     fo->canvass = NULL;

@@ -207,8 +207,8 @@ unsigned bq_el_tick(bq_election_t *e, int64_t now, bq_el_pos_t mine)
         rearm(e, now);
         return 0;
     }
-    if (e->role == BQ_EL_CANDIDATE)
-        return start_election(e, now);
+    /* A candidate that did not win asks again with PreVote first (as etcd
+     * does): one cut off from the others does not keep raising its epoch. */
     return start_prevote(e, now);
 }
 
@@ -266,7 +266,9 @@ unsigned bq_el_on_reply(bq_election_t *e, int64_t now, size_t from, const bq_el_
     (void)mine;
     if (from >= e->cfg.nvoters || from == e->cfg.self)
         return 0;
-    if (!reply->prevote && reply->epoch > e->epoch)
+    /* A refusal carries the voter's own epoch (a granted prevote carries
+     * the epoch asked about, which nobody is in yet). */
+    if ((!reply->prevote || !reply->granted) && reply->epoch > e->epoch)
         return adopt(e, reply->epoch, now);
     if (!reply->granted)
         return 0;

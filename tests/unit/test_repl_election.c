@@ -297,16 +297,25 @@ static void test_prevote(void **state)
     assert_true(ask(&e, 21 * T, 1, 7, true, pos(6, 9), pos(6, 0), &eff));
     assert_int_equal(eff, 0);
     assert_int_equal(e.role, BQ_EL_PRIMARY);
-    /* A precandidate takes a reply of a higher epoch as a no. */
+    /* A precandidate ignores a grant for another epoch... */
     bq_el_init(&e, &c, 2, -1, 1, 0);
     assert_int_equal(bq_el_tick(&e, e.deadline, pos(2, 0)), BQ_EL_REQUEST);
-    rep = reply_of(9, true, false);
-    assert_int_equal(bq_el_on_reply(&e, e.deadline, 1, &rep, pos(2, 0)), 0);
-    assert_int_equal(e.epoch, 2);
-    assert_int_equal(e.role, BQ_EL_PRECANDIDATE);
     rep = reply_of(2, true, true); /* not for epoch + 1 */
     assert_int_equal(bq_el_on_reply(&e, e.deadline, 1, &rep, pos(2, 0)), 0);
     assert_int_equal(e.role, BQ_EL_PRECANDIDATE);
+    /* ...but a refusal carries the voter's epoch: a higher one is adopted. */
+    rep = reply_of(9, true, false);
+    assert_int_equal(bq_el_on_reply(&e, e.deadline, 1, &rep, pos(2, 0)),
+                     BQ_EL_PERSIST | BQ_EL_STEP_DOWN);
+    assert_int_equal(e.epoch, 9);
+    assert_int_equal(e.role, BQ_EL_FOLLOWER);
+    /* So does a fenced primary probing the voters: it steps down. */
+    make_primary(&e, 9, 30 * T);
+    assert_int_equal(bq_el_tick(&e, 31 * T, pos(9, 0)), BQ_EL_FENCE);
+    rep = reply_of(11, true, false);
+    assert_int_equal(bq_el_on_reply(&e, 31 * T, 1, &rep, pos(9, 0)),
+                     BQ_EL_PERSIST | BQ_EL_STEP_DOWN | BQ_EL_FENCE | BQ_EL_NEW_PRIMARY);
+    assert_int_equal(e.role, BQ_EL_FOLLOWER);
 }
 
 static void test_higher_epoch_steps_down(void **state)
@@ -433,20 +442,21 @@ static void test_split_vote_stands_again(void **state)
     assert_int_equal(e.epoch, 1);
     assert_int_equal(e.granted, 1u << 3);
     assert_true(e.deadline >= now + T && e.deadline < now + 2 * T);
-    /* A candidate with two of five votes: again, one epoch up, later. */
-    bq_el_campaign(&e, now);
+    /* A candidate with two of five votes: PreVote again (epoch unchanged,
+     * so one cut off does not raise it), at a new random time. */
     for (int i = 0; i < 6; i++) {
+        bq_el_campaign(&e, now);
         bq_el_reply_t rep = reply_of(e.epoch, false, true);
         uint64_t epoch = e.epoch;
 
         assert_int_equal(bq_el_on_reply(&e, now, (size_t)i % 3, &rep, pos(1, 0)), 0);
         assert_int_equal(bq_el_tick(&e, e.deadline - 1, pos(1, 0)), 0);
         now = e.deadline;
-        assert_int_equal(bq_el_tick(&e, now, pos(1, 0)), BQ_EL_PERSIST | BQ_EL_REQUEST);
-        assert_int_equal(e.epoch, epoch + 1);
+        assert_int_equal(bq_el_tick(&e, now, pos(1, 0)), BQ_EL_REQUEST);
+        assert_int_equal(e.epoch, epoch);
         assert_int_equal(e.voted_for, 3);
         assert_int_equal(e.granted, 1u << 3);
-        assert_int_equal(e.role, BQ_EL_CANDIDATE);
+        assert_int_equal(e.role, BQ_EL_PRECANDIDATE);
         offsets[i] = e.deadline - now;
         assert_true(offsets[i] >= T && offsets[i] < 2 * T);
         differ |= i > 0 && offsets[i] != offsets[0];
