@@ -164,7 +164,8 @@ char *bq_admin_metrics_text(const bq_cluster_status_t *st)
     put(&t, "beanstalkd_ha_durable_lsn %" PRIu64 "\n", st->durable_lsn);
     family(&t, "beanstalkd_ha_commit_lsn", "gauge", "replies up to here may be sent");
     put(&t, "beanstalkd_ha_commit_lsn %" PRIu64 "\n", st->commit_lsn);
-    family(&t, "beanstalkd_ha_fenced", "gauge", "1 while a primary without a majority refuses writes");
+    family(&t, "beanstalkd_ha_fenced", "gauge",
+           "1 while a primary without a majority refuses writes");
     put(&t, "beanstalkd_ha_fenced %d\n", st->fenced);
     family(&t, "beanstalkd_ha_ready", "gauge", "1 when the node serves clients (readyz)");
     put(&t, "beanstalkd_ha_ready %d\n", st->ready);

@@ -638,6 +638,11 @@ static size_t put_kv(char *buf, size_t cap, size_t n, const char *fmt, ...)
     return w < 0 ? n : n + (size_t)w;
 }
 
+static const char *standby_state(const bq_feeder_standby_t *sb)
+{
+    return !sb->connected ? "disconnected" : sb->in_sync ? "streaming" : "catching-up";
+}
+
 /* The primary's keys: sync state and every standby. */
 static size_t primary_keys(bq_cluster_t *c, char *buf, size_t cap, size_t n)
 {
@@ -651,10 +656,8 @@ static size_t primary_keys(bq_cluster_t *c, char *buf, size_t cap, size_t n)
                    "cluster-standby-%s: \"state=%s sent=%" PRIu64 " written=%" PRIu64
                    " flushed=%" PRIu64 " applied=%" PRIu64 " lag-records=%" PRIu64
                    " lag-bytes=%" PRIu64 " lag-ms=%" PRIu64 " clock-offset-ms=%" PRId64 "\"\n",
-                   sb.name,
-                   !sb.connected ? "disconnected" : sb.in_sync ? "streaming" : "catching-up",
-                   sb.sent, sb.written, sb.flushed, sb.applied, sb.lag_records, sb.lag_bytes,
-                   sb.lag_ms, sb.clock_offset_ms);
+                   sb.name, standby_state(&sb), sb.sent, sb.written, sb.flushed, sb.applied,
+                   sb.lag_records, sb.lag_bytes, sb.lag_ms, sb.clock_offset_ms);
     }
     return n;
 }
@@ -693,7 +696,7 @@ static void standby_status(bq_cluster_t *c, size_t i, int64_t now, bq_cluster_st
     bq_feeder_standby(c->feeder, i, now, &sb);
     *o = (bq_cluster_standby_status_t){
         .name = sb.name,
-        .state = !sb.connected ? "disconnected" : sb.in_sync ? "streaming" : "catching-up",
+        .state = standby_state(&sb),
         .addr = sb.connected ? sb.addr : "",
         .sent = sb.sent,
         .written = sb.written,

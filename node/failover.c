@@ -125,8 +125,9 @@ int bq_failover_plan(const bq_flags_t *f, bq_failover_plan_t *plan)
         return -1;
     bq_estore_status_t rs = bq_estore_load(f->binlog_dir, st);
     if (rs == BQ_ESTORE_DAMAGED || rs == BQ_ESTORE_IO) {
-        bq_log(BQ_LOG_ERROR, "cannot read the election state; not starting", "dir=\"%s\" err=\"%s\"",
-               f->binlog_dir, rs == BQ_ESTORE_IO ? strerror(errno) : "damaged file election");
+        bq_log(BQ_LOG_ERROR, "cannot read the election state; not starting",
+               "dir=\"%s\" err=\"%s\"", f->binlog_dir,
+               rs == BQ_ESTORE_IO ? strerror(errno) : "the file election is damaged");
         free(st);
         return -1;
     }

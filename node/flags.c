@@ -545,7 +545,8 @@ static bq_flags_action_t check_cluster(bq_flags_t *f, const char *cluster)
     if (check_peers(f) != BQ_FLAGS_RUN || check_tls(f) != BQ_FLAGS_RUN)
         return f->action;
     if (f->failover_auto && f->npeers < 3)
-        return fail(f, "flag requires 3 voters (3 --peer; with 2 nodes only manual failover is safe)",
+        return fail(f,
+                    "flag requires 3 voters (3 --peer; with 2 nodes only manual failover is safe)",
                     "--failover=auto");
     if (!f->cluster_id)
         f->cluster_id = DEFAULT_CLUSTER_ID;
