@@ -179,6 +179,9 @@ static void sink_resync_abort(void *arg)
 static void restart(bq_cluster_t *c, const char *why)
 {
     bq_log(BQ_LOG_INFO, "restarting", "why=\"%s\"", why);
+    if (bq_listen_pass_on_exec(&c->s->listener) != 0)
+        bq_log(BQ_LOG_WARN, "cannot pass the listening socket on; the new image binds again",
+               "err=\"%s\"", strerror(errno));
     execv("/proc/self/exe", c->argv);
     bq_log(BQ_LOG_ERROR, "cannot restart; exiting so a supervisor restarts us",
            "err=\"%s\"", strerror(errno));

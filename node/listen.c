@@ -24,16 +24,19 @@
 #include <unistd.h>
 
 #define ACTIVATION_FD 3 /* SD_LISTEN_FDS_START */
+#define PASSED_ON "beanstalkd-ha-reexec" /* LISTEN_FDNAMES of a socket we passed on */
 #define ACCEPT_BATCH 64 /* connections accepted per readable event */
 #define PAUSE_MS 100    /* accepting pauses this long after a persistent error */
 
 /* The inherited listen fd when systemd passed one to this process, else -1.
  * Unsets LISTEN_* like sd_listen_fds(1) so children do not inherit them. */
-static int inherited_fd(void)
+static int inherited_fd(bool *passed_on)
 {
     const char *pid = getenv("LISTEN_PID"), *fds = getenv("LISTEN_FDS");
+    const char *names = getenv("LISTEN_FDNAMES");
     int fd = -1;
 
+    *passed_on = names && strcmp(names, PASSED_ON) == 0;
     if (pid && fds && strtol(pid, NULL, 10) == (long)getpid()) {
         long n = strtol(fds, NULL, 10);
         if (n > 1)
@@ -286,9 +289,10 @@ int bq_listen_open(bq_listener_t *l, uv_loop_t *loop, const char *addr, const ch
     l->cb = cb;
     l->data = data;
 
-    int fd = inherited_fd();
+    bool passed_on;
+    int fd = inherited_fd(&passed_on);
     if (fd != -1) {
-        if (addr_or_port_given)
+        if (addr_or_port_given && !passed_on)
             bq_logm(BQ_LOG_WARN, "inherited listen fd; ignoring option");
         if (check_inherited(fd, &l->is_unix) != 0)
             return -1;
@@ -316,4 +320,21 @@ void bq_listen_close(bq_listener_t *l)
     if (l->spare_fd >= 0)
         close(l->spare_fd);
     l->fd = l->spare_fd = -1;
+}
+
+int bq_listen_pass_on_exec(bq_listener_t *l)
+{
+    char pid[24];
+    if (l->fd < 0)
+        return -1;
+    if (l->fd != ACTIVATION_FD && dup2(l->fd, ACTIVATION_FD) != ACTIVATION_FD)
+        return -1;
+    /* dup2 leaves the copy without FD_CLOEXEC; fd 3 itself needs it cleared. */
+    if (fcntl(ACTIVATION_FD, F_SETFD, 0) != 0)
+        return -1;
+    snprintf(pid, sizeof pid, "%ld", (long)getpid());
+    if (setenv("LISTEN_PID", pid, 1) != 0 || setenv("LISTEN_FDS", "1", 1) != 0 ||
+        setenv("LISTEN_FDNAMES", PASSED_ON, 1) != 0)
+        return -1;
+    return 0;
 }

@@ -41,4 +41,11 @@ int bq_listen_open(bq_listener_t *l, uv_loop_t *loop, const char *addr, const ch
  * l must stay valid until the loop has run their close callbacks). */
 void bq_listen_close(bq_listener_t *l);
 
+/* Just before the process re-executes itself (a role change, a resync
+ * install): hands the listening socket on to the new image as systemd
+ * would (fd 3, LISTEN_PID, LISTEN_FDS), so that it keeps an inherited
+ * socket and clients that connect meanwhile wait in the backlog instead of
+ * being refused. Returns 0, or -1 (the new image binds again). */
+int bq_listen_pass_on_exec(bq_listener_t *l);
+
 #endif
