@@ -115,11 +115,12 @@ static void note_synced(bq_binlog_t *b, uint64_t seq, uint64_t off, uint64_t lsn
 static void update_release(bq_binlog_t *b)
 {
     uint64_t r = bq_binlog_lsns_release(&b->lsns, b->cfg.sync);
-    if (r > b->release) {
+    bool more = r > b->release || b->lsns.synced > b->synced_told;
+    if (r > b->release)
         b->release = r;
-        if (b->released)
-            b->released(b->released_arg);
-    }
+    b->synced_told = b->lsns.synced;
+    if (more && b->released)
+        b->released(b->released_arg);
 }
 
 /* ---- start-up ---- */
@@ -319,6 +320,7 @@ int bq_binlog_start(bq_binlog_t *b, bq_engine_t *e, bq_now_t now)
     if (b->nsegs > 0 && close_last(b, end) != 0)
         return BQ_BINLOG_EDIR;
     b->lsns.last = b->lsns.written = b->lsns.synced = b->release = res.last_lsn;
+    b->synced_told = res.last_lsn;
     b->epoch = res.last_epoch;
     if (b->cfg.new_epoch)
         b->epoch = res.last_epoch + 1 > b->cfg.min_epoch ? res.last_epoch + 1 : b->cfg.min_epoch;

@@ -49,8 +49,9 @@ enum {
  * returns a BQ_BINLOG_E* code on failure. */
 int bq_binlog_open(bq_binlog_t **out, uv_loop_t *loop, const bq_binlog_config_t *cfg);
 
-/* Calls released(arg) whenever the release LSN advances (a write or an
- * fsync completed), so the node can flush replies that were held back. */
+/* Calls released(arg) whenever the release LSN or the durable LSN advances
+ * (a write or an fsync completed), so the node can flush replies that were
+ * held back (in cluster mode they may wait for this node's fsync). */
 void bq_binlog_on_release(bq_binlog_t *b, void (*released)(void *arg), void *arg);
 
 /* Replays the directory into e (borrowed; its log hooks must point at b),

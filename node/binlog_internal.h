@@ -33,6 +33,7 @@ struct bq_binlog {
     size_t batch_len, batch_cap;
     bq_binlog_lsns_t lsns;
     uint64_t release;
+    uint64_t synced_told;  /* the durable LSN at the last released call */
     uint64_t epoch;
     uint64_t follow_first; /* standby: the primary's segment the current one follows */
     void (*written)(void *arg);

@@ -375,6 +375,7 @@ static int start_feeder(bq_cluster_t *c, const bq_repl_config_t *rc)
         .sync_need = f->sync_standbys > 0 ? (unsigned)f->sync_standbys : 0,
         .fallback = f->sync_fallback_async ? BQ_FALLBACK_ASYNC : BQ_FALLBACK_REFUSE,
         .sync_timeout_ns = (int64_t)f->sync_timeout_ms * 1000000,
+        .count_self = f->failover_auto,
         .hooks = {.vote = fd_vote, .ack = fd_ack, .higher_epoch = fd_higher_epoch},
     };
     /* A wildcard listen address is no use to a proxy: it takes our peer host. */
@@ -621,8 +622,12 @@ void bq_cluster_written(bq_cluster_t *c)
 
 void bq_cluster_synced(bq_cluster_t *c)
 {
-    if (c->standby)
+    if (c->standby) {
         bq_receiver_progress(c->receiver);
+    } else if (c->f->failover_auto && c->feeder) {
+        /* The primary's own copy counts once durable (replication/commit.h). */
+        bq_feeder_durable(c->feeder, bq_binlog_durable_lsn(c->s->binlog));
+    }
 }
 
 /* ---- status ---- */

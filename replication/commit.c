@@ -76,25 +76,34 @@ void bq_commit_ack(bq_commit_t *c, size_t i, uint64_t written, uint64_t flushed,
         s->in_sync = true;
 }
 
-/* The need-th highest flushed LSN among all standbys; false when there are
- * fewer than need of them (then no LSN is ever acknowledged enough). */
+void bq_commit_self_durable(bq_commit_t *c, uint64_t lsn)
+{
+    c->self_durable = max_u64(c->self_durable, lsn);
+}
+
+/* The need-th highest flushed LSN among all standbys (with self_counts: the
+ * (need + 1)-th highest, the primary's durable LSN included); false when
+ * there are fewer copies than that (then no LSN is acknowledged enough). */
 static bool nth_flushed(const bq_commit_t *c, uint64_t *out)
 {
-    uint64_t v[BQ_COMMIT_MAX_STANDBYS];
+    uint64_t v[BQ_COMMIT_MAX_STANDBYS + 1];
+    size_t n = 0, k = c->need + (c->self_counts ? 1 : 0);
 
     if (c->need == 0 || c->need > c->n)
         return false;
     for (size_t i = 0; i < c->n; i++)
-        v[i] = c->sb[i].flushed;
-    /* Selection sort, descending, of the first need places: n <= 8. */
-    for (size_t k = 0; k < c->need; k++)
-        for (size_t j = k + 1; j < c->n; j++)
-            if (v[j] > v[k]) {
-                uint64_t t = v[k];
-                v[k] = v[j];
+        v[n++] = c->sb[i].flushed;
+    if (c->self_counts)
+        v[n++] = c->self_durable;
+    /* Selection sort, descending, of the first k places: n <= 9. */
+    for (size_t p = 0; p < k; p++)
+        for (size_t j = p + 1; j < n; j++)
+            if (v[j] > v[p]) {
+                uint64_t t = v[p];
+                v[p] = v[j];
                 v[j] = t;
             }
-    *out = v[c->need - 1];
+    *out = v[k - 1];
     return true;
 }
 

@@ -17,7 +17,17 @@
  * be lost in a failover), REFUSE makes the node refuse writes (put answers
  * DRAINING, other changes OUT_OF_MEMORY) while replies already waiting keep
  * waiting for a standby. Once enough standbys are in sync, sync is back.
- * The commit point never goes backwards. */
+ * The commit point never goes backwards.
+ *
+ * With self_counts (automatic failover: voters elect the most up-to-date
+ * node, and a vote is as good as the voter's durable log), the primary is
+ * one of the copies only up to what it has made durable itself:
+ *
+ *   commit = min(local release, the (need + 1)-th highest of the primary's
+ *            durable LSN and the standbys' flushed LSNs)
+ *
+ * so that need + 1 nodes hold every acknowledged record on disk even when
+ * the primary syncs its binlog lazily (-f MS) and loses power. */
 #ifndef BQ_REPL_COMMIT_H
 #define BQ_REPL_COMMIT_H
 
@@ -56,6 +66,8 @@ typedef struct bq_commit {
     int64_t short_since;    /* when too few standbys became in sync; -1 when enough */
     uint64_t commit;        /* the commit point */
     uint64_t last_lsn;      /* the primary's last logged LSN */
+    bool self_counts;       /* the primary's durable LSN is one of the copies */
+    uint64_t self_durable;  /* the primary's durable LSN */
     size_t n;
     bq_commit_standby_t sb[BQ_COMMIT_MAX_STANDBYS];
 } bq_commit_t;
@@ -64,6 +76,9 @@ typedef struct bq_commit {
  * need must acknowledge, with the commit point at lsn, at now. */
 void bq_commit_init(bq_commit_t *c, size_t n, unsigned need, bq_fallback_t fallback,
                     int64_t timeout_ns, uint64_t lsn, int64_t now);
+
+/* The primary made its binlog durable up to lsn (self_counts). */
+void bq_commit_self_durable(bq_commit_t *c, uint64_t lsn);
 
 /* The primary logged up to lsn. */
 void bq_commit_logged(bq_commit_t *c, uint64_t lsn);

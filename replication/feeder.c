@@ -449,6 +449,8 @@ bq_feeder_t *bq_feeder_new(uv_loop_t *loop, const bq_feeder_config_t *cfg,
     f->last_lsn = log->written_lsn(log->arg);
     bq_commit_init(&f->commit, f->cfg.repl.npeers, cfg->primary ? cfg->sync_need : 0,
                    cfg->fallback, cfg->sync_timeout_ns, f->last_lsn, mono_now());
+    f->commit.self_counts = cfg->count_self;
+    f->commit.self_durable = f->last_lsn; /* replayed: on disk */
     uv_timer_init(loop, &f->beat);
     uv_timer_init(loop, &f->deadline);
     f->beat.data = f->deadline.data = f;
@@ -512,6 +514,11 @@ void bq_feeder_written(bq_feeder_t *f, uint64_t lsn, uint64_t bytes, int64_t now
     for (size_t i = 0; i < f->cfg.repl.npeers; i++)
         if (f->slots[i].conn)
             pump(f->slots[i].conn);
+}
+
+void bq_feeder_durable(bq_feeder_t *f, uint64_t lsn)
+{
+    bq_commit_self_durable(&f->commit, lsn);
 }
 
 uint64_t bq_feeder_commit(bq_feeder_t *f, uint64_t local_release, int64_t now)

@@ -42,6 +42,8 @@ typedef struct bq_feeder_config {
     unsigned sync_need;      /* --sync-standbys */
     bq_fallback_t fallback;
     int64_t sync_timeout_ns;
+    bool count_self;         /* the primary counts as a copy only when durable
+                                (automatic failover; replication/commit.h) */
     bq_feeder_hooks_t hooks;
 } bq_feeder_config_t;
 
@@ -70,6 +72,9 @@ int bq_feeder_listen(bq_feeder_t *f, const char *host, const char *port);
 /* The binlog wrote frames up to lsn, bytes in all since start (primary):
  * wakes the senders. */
 void bq_feeder_written(bq_feeder_t *f, uint64_t lsn, uint64_t bytes, int64_t now);
+
+/* The primary's binlog is durable up to lsn (count_self). */
+void bq_feeder_durable(bq_feeder_t *f, uint64_t lsn);
 
 /* The commit point given the local binlog's release point, at now. */
 uint64_t bq_feeder_commit(bq_feeder_t *f, uint64_t local_release, int64_t now);

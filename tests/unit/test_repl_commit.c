@@ -97,6 +97,37 @@ static void test_two_standbys(void **state)
     assert_int_equal(bq_commit_in_sync(&two), 2);
 }
 
+/* Automatic failover: the primary is one of the need + 1 copies only up to
+ * its durable LSN (a lazy fsync would otherwise let a power loss forget an
+ * acknowledged record that only one other node holds). */
+static void test_primary_counts_when_durable(void **state)
+{
+    (void)state;
+    bq_commit_t c;
+    bq_commit_init(&c, 2, 1, BQ_FALLBACK_REFUSE, T, 0, 0);
+    c.self_counts = true;
+    bq_commit_logged(&c, 100);
+    bq_commit_connected(&c, 0, 0, 1);
+    bq_commit_connected(&c, 1, 0, 1);
+    ack(&c, 0, 100, 2);
+    ack(&c, 1, 30, 2);
+    /* Copies: standby 0 at 100, standby 1 at 30, the primary at 0. */
+    assert_int_equal(bq_commit_update(&c, 100, 3), 30);
+    bq_commit_self_durable(&c, 60);
+    assert_int_equal(bq_commit_update(&c, 100, 4), 60);
+    bq_commit_self_durable(&c, 50); /* never backwards */
+    assert_int_equal(c.self_durable, 60);
+    /* Both standbys hold it: the primary's fsync is not needed. */
+    ack(&c, 1, 100, 5);
+    assert_int_equal(bq_commit_update(&c, 100, 6), 100);
+    /* Without self_counts the same positions give the highest standby. */
+    bq_commit_init(&c, 2, 1, BQ_FALLBACK_REFUSE, T, 0, 0);
+    bq_commit_logged(&c, 100);
+    bq_commit_connected(&c, 0, 0, 1);
+    ack(&c, 0, 100, 2);
+    assert_int_equal(bq_commit_update(&c, 100, 3), 100);
+}
+
 static void test_acks_out_of_order(void **state)
 {
     (void)state;
@@ -431,6 +462,7 @@ int main(void)
         cmocka_unit_test(test_off),
         cmocka_unit_test(test_one_standby_needing_one),
         cmocka_unit_test(test_two_standbys),
+        cmocka_unit_test(test_primary_counts_when_durable),
         cmocka_unit_test(test_acks_out_of_order),
         cmocka_unit_test(test_reconnect_with_less),
         cmocka_unit_test(test_disconnected_ack_stays_durable),
