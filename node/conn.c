@@ -136,6 +136,10 @@ static size_t slice_len(const char *data, size_t len)
 static size_t feed(bq_conn_t *c, const char *data, size_t len, bq_now_t now)
 {
     size_t off = 0;
+    /* A primary may have been fenced since the last event (a pause): writes
+     * are refused with DRAINING before they are tried. */
+    if (c->srv->cluster)
+        bq_server_check_refusal(c->srv);
     while (off < len && can_feed(c)) {
         size_t n = slice_len(data + off, len - off);
         if (c->srv->binlog)

@@ -201,7 +201,7 @@ static bool apply(bq_failover_t *fo, unsigned eff)
     if (eff & BQ_EL_NEW_PRIMARY && fo->el.primary >= 0)
         bq_log(BQ_LOG_INFO, "election: the primary is known", "primary=%s epoch=%" PRIu64,
                voter_name(fo, fo->el.primary), fo->el.epoch);
-    if (eff & BQ_EL_FENCE)
+    if ((eff & BQ_EL_FENCE) && !(eff & BQ_EL_STEP_DOWN))
         bq_log(fo->el.fenced ? BQ_LOG_WARN : BQ_LOG_INFO,
                fo->el.fenced ? "fenced: no majority in contact; writes are not acknowledged"
                              : "fencing lifted: a majority is in contact",
@@ -345,8 +345,7 @@ void bq_failover_ack(bq_failover_t *fo, size_t peer, uint64_t epoch, int64_t ech
 
 void bq_failover_higher_epoch(bq_failover_t *fo, uint64_t epoch)
 {
-    if (fo->el.role == BQ_EL_PRIMARY)
-        apply(fo, bq_el_on_ack(&fo->el, now_ns(), fo->repl->npeers, epoch, 0));
+    apply(fo, bq_el_on_epoch(&fo->el, now_ns(), epoch));
 }
 
 bool bq_failover_heard(bq_failover_t *fo, size_t peer, uint64_t epoch,

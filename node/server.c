@@ -227,14 +227,8 @@ uint64_t bq_server_release_lsn(bq_server_t *s)
     return s->cluster ? bq_cluster_release(s->cluster, local) : local;
 }
 
-void bq_server_released(bq_server_t *s)
+void bq_server_check_refusal(bq_server_t *s)
 {
-    bq_list_t *l;
-    if (s->stopping)
-        return;
-    /* Brings the sync state up to date (the commit point is computed with it). */
-    if (s->cluster)
-        (void)bq_server_release_lsn(s);
     const char *why = bq_cluster_refusal(s->cluster);
     bool refusing = why != NULL;
     if (bq_engine_draining(s->engine) != (s->drain_signal || refusing)) {
@@ -244,6 +238,17 @@ void bq_server_released(bq_server_t *s)
         else
             bq_logm(BQ_LOG_INFO, "taking writes again");
     }
+}
+
+void bq_server_released(bq_server_t *s)
+{
+    bq_list_t *l;
+    if (s->stopping)
+        return;
+    /* Brings the sync state up to date (the commit point is computed with it). */
+    if (s->cluster)
+        (void)bq_server_release_lsn(s);
+    bq_server_check_refusal(s);
     while ((l = bq_list_pop(&s->gated)))
         bq_conn_ungate(l);
 }

@@ -72,6 +72,11 @@ uint64_t bq_server_release_lsn(bq_server_t *s);
  * says. */
 void bq_server_released(bq_server_t *s);
 
+/* Refuses writes (drain mode: put answers DRAINING) or takes them again as
+ * the cluster says now (sync fallback, fencing, a switchover), logging a
+ * change. */
+void bq_server_check_refusal(bq_server_t *s);
+
 /* Runs the loop until SIGTERM or SIGINT has closed every handle. */
 void bq_server_run(bq_server_t *s);
 

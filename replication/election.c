@@ -285,6 +285,11 @@ unsigned bq_el_on_reply(bq_election_t *e, int64_t now, size_t from, const bq_el_
     return 0;
 }
 
+unsigned bq_el_on_epoch(bq_election_t *e, int64_t now, uint64_t epoch)
+{
+    return adopt(e, epoch, now);
+}
+
 unsigned bq_el_on_primary(bq_election_t *e, int64_t now, size_t from, uint64_t epoch,
                           bool *accept)
 {

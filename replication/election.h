@@ -150,6 +150,10 @@ unsigned bq_el_on_primary(bq_election_t *e, int64_t now, size_t from, uint64_t e
  * higher epoch makes it step down; FENCE when fenced changes). */
 unsigned bq_el_on_ack(bq_election_t *e, int64_t now, size_t from, uint64_t epoch, int64_t sent_at);
 
+/* A message told of epoch (a standby's Hello, say): a higher one is
+ * adopted, and a primary or candidate steps down. Returns effects. */
+unsigned bq_el_on_epoch(bq_election_t *e, int64_t now, uint64_t epoch);
+
 /* Raises the floor to pos (from a primary's heartbeat while sync was in
  * force); never lowers it. */
 void bq_el_raise_floor(bq_election_t *e, bq_el_pos_t pos);

@@ -584,6 +584,21 @@ static void test_manual_mode(void **state)
 
 /* After a restart into office: primary of the epoch it won, in contact with
  * its voters as it was when it won; refused for an epoch it did not win. */
+/* A higher epoch told by any message is adopted; a primary steps down. */
+static void test_on_epoch(void **state)
+{
+    (void)state;
+    bq_election_t e;
+    make_primary(&e, 2, 10 * T);
+    assert_int_equal(bq_el_on_epoch(&e, 10 * T + 5, 3), 0); /* its own epoch */
+    assert_int_equal(bq_el_on_epoch(&e, 10 * T + 5, 7),
+                     BQ_EL_PERSIST | BQ_EL_STEP_DOWN | BQ_EL_NEW_PRIMARY);
+    assert_int_equal(e.epoch, 7);
+    assert_int_equal(e.voted_for, -1);
+    assert_int_equal(e.role, BQ_EL_FOLLOWER);
+    assert_false(bq_el_may_ack(&e, 10 * T + 6));
+}
+
 static void test_take_office(void **state)
 {
     (void)state;
@@ -1158,6 +1173,7 @@ int main(void)
         cmocka_unit_test(test_below_floor_does_not_stand),
         cmocka_unit_test(test_bad_indices),
         cmocka_unit_test(test_take_office),
+        cmocka_unit_test(test_on_epoch),
         cmocka_unit_test(test_sim_three),
         cmocka_unit_test(test_sim_five),
         cmocka_unit_test(test_sim_witness),
