@@ -694,8 +694,12 @@ static void pipelined_stream_stays_bounded(void **state)
                      s.proxy.from_rx;
     print_message("sent %lld, run %lld, in the proxy: %lld up, %lld down\n", s.sent, s.peeks, up,
                   down);
-    assert_true(up > QUEUE_HIGH - 224 && up <= QUEUE_HIGH + READ_MAX + 224);
-    assert_true(down > QUEUE_HIGH - 11 && down <= QUEUE_HIGH + READ_MAX + 11);
+    /* Both directions stay bounded; the stall comes from one of them being
+     * full (which one fills first depends on scheduling: a full reply
+     * queue stops the proxy reading the client too). */
+    assert_true(up <= QUEUE_HIGH + READ_MAX + 224);
+    assert_true(down <= QUEUE_HIGH + READ_MAX + 11);
+    assert_true(up > QUEUE_HIGH - 224 || down > QUEUE_HIGH - 11);
     long long cmds = drain(fd, s.sent);
     assert_int_equal(bqt_stat_int(direct, "stats\r\n", "cmd-peek"), cmds);
     close(fd);
