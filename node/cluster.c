@@ -56,6 +56,11 @@ struct bq_cluster {
     char extra[4096];
 };
 
+static const char *role_name(const bq_cluster_t *c)
+{
+    return !c->standby ? "primary" : c->f->role == BQ_ROLE_WITNESS ? "witness" : "standby";
+}
+
 /* ---- the binlog as replication's log (primary) ---- */
 
 static size_t log_nsegs(void *arg)
@@ -354,6 +359,7 @@ static void repl_config(bq_cluster_t *c, bq_repl_config_t *rc)
         .tls_server = c->tls_server,
         .tls_client = c->tls_client,
         .idle_ms = c->f->repl_timeout_ms,
+        .witness = c->f->role == BQ_ROLE_WITNESS,
     };
     /* Heartbeats every quarter of it: a failover timeout needs several. */
     if (c->f->failover_auto && c->f->failover_timeout_ms < rc->idle_ms)
@@ -444,7 +450,7 @@ int bq_cluster_start(bq_cluster_t **out, bq_server_t *s, const bq_flags_t *f,
     c->s = s;
     c->f = f;
     c->argv = argv;
-    c->standby = f->role == BQ_ROLE_STANDBY;
+    c->standby = f->role == BQ_ROLE_STANDBY || f->role == BQ_ROLE_WITNESS;
     *out = c;
     if (make_tls(c) != 0)
         return -1;
@@ -463,7 +469,7 @@ int bq_cluster_start(bq_cluster_t **out, bq_server_t *s, const bq_flags_t *f,
         uv_timer_start(&c->status, on_status, f->status_interval_ms, f->status_interval_ms);
     bq_log(BQ_LOG_INFO, "cluster mode", "role=%s node=%s cluster=%s epoch=%" PRIu64
            " sync_standbys=%ld sync_fallback=%s",
-           c->standby ? "standby" : "primary", f->node_id, f->cluster_id,
+           role_name(c), f->node_id, f->cluster_id,
            bq_binlog_epoch(s->binlog), f->sync_standbys,
            f->sync_fallback_async ? "async" : "refuse");
     return 0;
@@ -648,7 +654,10 @@ static size_t put_kv(char *buf, size_t cap, size_t n, const char *fmt, ...)
 
 static const char *standby_state(const bq_feeder_standby_t *sb)
 {
-    return !sb->connected ? "disconnected" : sb->in_sync ? "streaming" : "catching-up";
+    return !sb->connected ? "disconnected"
+           : sb->witness  ? "witness"
+           : sb->in_sync  ? "streaming"
+                          : "catching-up";
 }
 
 /* The primary's keys: sync state and every standby. */
@@ -690,7 +699,7 @@ static const char *format_status(bq_cluster_t *c)
                       "cluster-role: %s\ncluster-node-id: \"%s\"\ncluster-epoch: %" PRIu64
                       "\ncluster-last-lsn: %" PRIu64 "\ncluster-durable-lsn: %" PRIu64
                       "\ncluster-commit-lsn: %" PRIu64 "\n",
-                      c->standby ? "standby" : "primary", c->f->node_id, bq_binlog_epoch(b),
+                      role_name(c), c->f->node_id, bq_binlog_epoch(b),
                       bq_binlog_last_lsn(b), bq_binlog_durable_lsn(b),
                       c->standby ? bq_binlog_durable_lsn(b) : bq_server_release_lsn(c->s));
     n = c->standby ? standby_keys(c, c->extra, cap, n) : primary_keys(c, c->extra, cap, n);

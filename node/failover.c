@@ -98,7 +98,9 @@ static void decide_plan(const bq_flags_t *f, const bq_election_state_t *st, bool
 {
     p->role = f->role;
     p->min_epoch = st->epoch + 1;
-    if (office && p->office_epoch == st->epoch && strcmp(st->voted_for, f->node_id) == 0) {
+    if (f->role == BQ_ROLE_WITNESS) {
+        snprintf(p->why, sizeof p->why, "a witness votes and never leads");
+    } else if (office && p->office_epoch == st->epoch && strcmp(st->voted_for, f->node_id) == 0) {
         p->role = BQ_ROLE_PRIMARY;
         p->office = true;
         p->min_epoch = st->epoch;
@@ -274,7 +276,7 @@ int bq_failover_start(bq_failover_t **out, uv_loop_t *loop, const bq_flags_t *f,
     bq_el_config_t ec = {
         .nvoters = repl->npeers + 1,
         .self = repl->npeers,
-        .can_lead = true,
+        .can_lead = f->role != BQ_ROLE_WITNESS,
         .automatic = f->failover_auto,
         .timeout_ns = (int64_t)f->failover_timeout_ms * 1000000,
     };

@@ -253,8 +253,10 @@ static bq_flags_action_t set_role(bq_flags_t *f, const long_arg_t *la, const cha
         f->role = BQ_ROLE_PRIMARY;
     else if (strcmp(arg, "standby") == 0)
         f->role = BQ_ROLE_STANDBY;
+    else if (strcmp(arg, "witness") == 0)
+        f->role = BQ_ROLE_WITNESS;
     else
-        return fail_value(f, la, "want primary or standby", arg);
+        return fail_value(f, la, "want primary, standby or witness", arg);
     return BQ_FLAGS_RUN;
 }
 
@@ -544,6 +546,8 @@ static bq_flags_action_t check_cluster(bq_flags_t *f, const char *cluster)
         return fail(f, "flag requires -b DIR (replication streams the binlog)", "--role");
     if (check_peers(f) != BQ_FLAGS_RUN || check_tls(f) != BQ_FLAGS_RUN)
         return f->action;
+    if (f->role == BQ_ROLE_WITNESS && !f->failover_auto)
+        return fail(f, "flag requires --failover=auto (a witness only votes)", "--role=witness");
     if (f->failover_auto && f->npeers < 3)
         return fail(f,
                     "flag requires 3 voters (3 --peer; with 2 nodes only manual failover is safe)",
@@ -588,7 +592,9 @@ static void usage_cluster(FILE *out)
     fprintf(out,
             "\n"
             "Cluster options (without --role, a single beanstalkd):\n"
-            " --role primary|standby  this node's role; requires -b DIR\n"
+            " --role primary|standby|witness\n"
+            "                         this node's role; requires -b DIR (a witness\n"
+            "                         votes in elections and stores no jobs)\n"
             " --node-id NAME          this node, one of the --peer names\n"
             " --cluster-id ID         the same on every node (default %s)\n"
             " --peer NAME=HOST:PORT   a node's replication address; one per node, this\n"

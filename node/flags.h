@@ -39,6 +39,7 @@ typedef enum bq_role {
     BQ_ROLE_SINGLE = 0, /* no cluster flags: a single beanstalkd */
     BQ_ROLE_PRIMARY,
     BQ_ROLE_STANDBY,
+    BQ_ROLE_WITNESS, /* a voter that stores no jobs (--failover=auto) */
 } bq_role_t;
 
 /* At most this many --peer options. */
@@ -70,7 +71,7 @@ typedef struct bq_flags {
     const char *user;       /* -u; NULL when absent */
     int verbose;            /* number of -V */
     /* cluster (docs/replication.md) */
-    bq_role_t role;               /* --role=primary|standby */
+    bq_role_t role;               /* --role=primary|standby|witness */
     const char *node_id;          /* --node-id NAME; must be one of the peers */
     const char *cluster_id;       /* --cluster-id ID (default "beanstalkd-ha") */
     bq_flags_peer_t peers[BQ_FLAGS_MAX_PEERS]; /* --peer, repeatable, every node incl. this one */

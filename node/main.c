@@ -117,7 +117,10 @@ int main(int argc, char **argv)
         if (bq_failover_plan(&f, &plan) != 0)
             return 1;
         bq_log(BQ_LOG_INFO, "cluster start", "role=%s why=\"%s\"",
-               plan.role == BQ_ROLE_PRIMARY ? "primary" : "standby", plan.why);
+               plan.role == BQ_ROLE_PRIMARY   ? "primary"
+               : plan.role == BQ_ROLE_WITNESS ? "witness"
+                                              : "standby",
+               plan.why);
         f.role = plan.role;
     }
     int r = bq_server_init(&server, &f);

@@ -281,7 +281,7 @@ int bq_server_start_binlog(bq_server_t *s, const bq_flags_t *f)
                                    : BQ_BINLOG_SYNC_TIMED,
         .fsync_ms = f->fsync_ms,
         .skip_corrupt = f->skip_corrupt,
-        .follower = f->role == BQ_ROLE_STANDBY,
+        .follower = f->role == BQ_ROLE_STANDBY || f->role == BQ_ROLE_WITNESS,
         .new_epoch = f->role == BQ_ROLE_PRIMARY,
         .min_epoch = s->min_epoch,
         .node_id = f->node_id,

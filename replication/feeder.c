@@ -29,6 +29,7 @@ typedef struct slot {
     conn_t *conn;  /* NULL when not connected */
     bq_sender_t sender;
     bool resyncing; /* its acks describe a log being replaced: ignored */
+    bool witness;   /* a voter without jobs: heartbeats only, no frames, no commit */
     int64_t clock_offset_ms;
 } slot_t;
 
@@ -78,7 +79,7 @@ static void committed(bq_feeder_t *f)
 static void pump(conn_t *c)
 {
     char err[256];
-    if (c->closed || c->slot < 0)
+    if (c->closed || c->slot < 0 || c->f->slots[c->slot].witness)
         return;
     if (bq_sender_pump(&c->f->slots[c->slot].sender, err, sizeof err) != 0) {
         bq_log(BQ_LOG_ERROR, "replication: cannot stream the binlog", "standby=%s err=\"%s\"",
@@ -178,6 +179,26 @@ static void take_slot(bq_feeder_t *f, conn_t *c, int i)
     forget_pending(f, c);
 }
 
+/* A witness gets a Welcome at our last LSN and then heartbeats only: it
+ * takes no frames and never counts for the commit point. */
+static void welcome_witness(conn_t *c)
+{
+    bq_feeder_t *f = c->f;
+    slot_t *s = &f->slots[c->slot];
+    uint64_t last = f->log->written_lsn(f->log->arg);
+    bq_hs_decision_t d = {.action = BQ_HS_RESUME, .start_lsn = last + 1};
+    memset(&s->sender, 0, sizeof s->sender);
+    s->sender.fd = -1;
+    s->resyncing = false;
+    if (send_welcome(c, &d, last) != 0) {
+        c->closed = true;
+        bq_link_close(c->link, "cannot welcome the witness");
+        return;
+    }
+    bq_log(BQ_LOG_INFO, "replication: witness connected", "witness=%s peer=%s security=%s",
+           f->names[c->slot], bq_link_peer_addr(c->link), bq_link_security(c->link));
+}
+
 static void on_hello(conn_t *c, const Bq__Repl__Hello *h)
 {
     bq_feeder_t *f = c->f;
@@ -200,6 +221,11 @@ static void on_hello(conn_t *c, const Bq__Repl__Hello *h)
     int i = slot_of(f, h->node_id);
     take_slot(f, c, i);
     slot_t *s = &f->slots[i];
+    s->witness = h->witness;
+    if (h->witness) {
+        welcome_witness(c);
+        return;
+    }
     uint64_t last = f->log->written_lsn(f->log->arg);
     if (bq_sender_init(&s->sender, f->log, c->link, d.seg, d.start_lsn, err, sizeof err) != 0 ||
         send_welcome(c, &d, last) != 0) {
@@ -225,6 +251,11 @@ static void on_ack(conn_t *c, const Bq__Repl__Ack *a)
     bq_feeder_t *f = c->f;
     slot_t *s = &f->slots[c->slot];
     s->clock_offset_ms = (a->wall - bq_repl_wall_ns()) / 1000000;
+    if (s->witness) {
+        if (f->cfg.hooks.ack)
+            f->cfg.hooks.ack(f->arg, (size_t)c->slot, a->epoch, a->echo);
+        return;
+    }
     if (s->resyncing)
         return;
     bq_commit_ack(&f->commit, (size_t)c->slot, a->written_lsn, a->flushed_lsn, a->applied_lsn,
@@ -582,6 +613,7 @@ void bq_feeder_standby(const bq_feeder_t *f, size_t i, int64_t now, bq_feeder_st
     const bq_commit_standby_t *cs = &f->commit.sb[i];
     *out = (bq_feeder_standby_t){
         .name = f->names[i],
+        .witness = s->witness,
         .connected = s->conn != NULL,
         .in_sync = cs->in_sync,
         .addr = s->conn ? bq_link_peer_addr(s->conn->link) : "",

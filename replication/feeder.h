@@ -50,6 +50,7 @@ typedef struct bq_feeder_config {
 /* Per standby, for the status and stats. */
 typedef struct bq_feeder_standby {
     const char *name;
+    bool witness;            /* a voter without jobs (heartbeats only) */
     bool connected, in_sync;
     const char *addr;        /* "ip:port" while connected */
     uint64_t sent, written, flushed, applied;

@@ -77,7 +77,10 @@ static void drop(bq_receiver_t *r, bq_log_level_t level, const char *why, const 
 static void on_welcome(bq_receiver_t *r, const Bq__Repl__Welcome *w)
 {
     const bq_repl_sink_t *k = r->sink;
-    bq_follow_status_t st = bq_follow_welcome(&r->follow, r->hello_epoch, r->hello_lsn, w);
+    /* A witness follows heartbeats only: the stream's checks do not apply. */
+    bq_follow_status_t st = r->cfg.witness
+                                ? BQ_FOLLOW_OK
+                                : bq_follow_welcome(&r->follow, r->hello_epoch, r->hello_lsn, w);
     if (st != BQ_FOLLOW_OK) {
         drop(r, BQ_LOG_ERROR, bq_follow_status_name(st), "message=welcome");
         return;
@@ -89,7 +92,7 @@ static void on_welcome(bq_receiver_t *r, const Bq__Repl__Welcome *w)
     r->state = FOLLOWING;
     r->backoff_ms = 0;
     r->echo = 0;
-    r->resyncing = w->start == BQ__REPL__START__RESYNC;
+    r->resyncing = !r->cfg.witness && w->start == BQ__REPL__START__RESYNC;
     r->resync_until = w->last_lsn;
     snprintf(r->primary, sizeof r->primary, "%s", w->node_id);
     r->p_epoch = w->epoch;
@@ -195,11 +198,11 @@ static void on_message(bq_link_t *l, const Bq__Repl__Message *m, void *arg)
     case BQ__REPL__MESSAGE__BODY_REFUSE:
         return on_refuse(r, m->refuse);
     case BQ__REPL__MESSAGE__BODY_SEGMENT:
-        if (r->state == FOLLOWING)
+        if (r->state == FOLLOWING && !r->cfg.witness)
             return on_segment(r, m->segment);
         break;
     case BQ__REPL__MESSAGE__BODY_FRAMES:
-        if (r->state == FOLLOWING)
+        if (r->state == FOLLOWING && !r->cfg.witness)
             return on_frames(r, m->frames);
         break;
     case BQ__REPL__MESSAGE__BODY_HEARTBEAT:
@@ -232,6 +235,7 @@ static void on_open(bq_link_t *l, void *arg)
     h.node_id = (char *)r->cfg.node_id;
     h.last_epoch = r->hello_epoch;
     h.last_lsn = r->hello_lsn;
+    h.witness = r->cfg.witness;
     m.body_case = BQ__REPL__MESSAGE__BODY_HELLO;
     m.hello = &h;
     r->state = HELLO;

@@ -719,6 +719,41 @@ static void repeated_failovers(void **state)
     s->passed = true;
 }
 
+/* ---- 6. two data nodes and a witness ---- */
+
+/* Writes stay available on one data node (async fallback): the witness
+ * gives the third vote, never leads, and stores no job. */
+static const char *const witness_data_flags[] = {
+    "--role=standby", "--failover=auto", "-f", "0", "--sync-fallback", "async",
+    "--sync-timeout", "300", NULL};
+static const char *const witness_flags[] = {"--role=witness", "--failover=auto", NULL};
+
+static void witness_breaks_the_tie(void **state)
+{
+    suite_t *s = *state;
+    bqc_view_t v0, v1;
+    for (size_t i = 0; i < NODES; i++) {
+        bqc_start(s->c, i, i == 2 ? witness_flags : witness_data_flags);
+        atomic_store(&s->port[i], s->c->node[i].srv.port); /* the witness proxies too */
+    }
+    size_t p = wait_primary(s, -1, &v0);
+    assert_true(p != 2);
+    load_start(s);
+    long long ms = kill_primary_under_load(s, p, random_target(150, 200));
+    size_t q = wait_primary(s, (int)p, &v1);
+    fprintf(stderr, "with a witness: new primary %s, epoch %llu, after %lld ms\n", v1.node,
+            v1.epoch, ms);
+    assert_true(q != p && q != 2);
+    assert_true(v1.epoch > v0.epoch);
+    assert_true(bqc_log_count(s->c, 2, "cluster start", "role=witness") >= 1);
+    assert_true(bqc_log_count(s->c, 2, "election: vote requested", "granted=1") >= 2);
+    assert_int_equal(bqc_log_count(s->c, 2, "election: won", NULL), 0);
+    check_history(s, q);
+    if (ms >= FAILOVER_MAX_MS)
+        fail_msg("the failover took %lld ms, want < %d", ms, FAILOVER_MAX_MS);
+    s->passed = true;
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -729,6 +764,7 @@ int main(void)
         T(paused_primary_is_fenced),
         T(partitioned_primary_steps_aside),
         T(repeated_failovers),
+        T(witness_breaks_the_tie),
     };
     if (getenv("BQT_FILTER"))
         cmocka_set_test_filter(getenv("BQT_FILTER"));

@@ -541,8 +541,8 @@ static void role_values(void **state)
     (void)state;
     assert_int_equal(parse_base(ARGC(primary), primary), BQ_FLAGS_RUN);
     assert_int_equal(f.role, BQ_ROLE_PRIMARY); /* the last one counts */
-    fails(ARGC(bad), bad, "invalid --role (want primary or standby): leader");
-    fails(ARGC(empty), empty, "invalid --role (want primary or standby): ");
+    fails(ARGC(bad), bad, "invalid --role (want primary, standby or witness): leader");
+    fails(ARGC(empty), empty, "invalid --role (want primary, standby or witness): ");
 }
 
 static void names_checked(void **state)
