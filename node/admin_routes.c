@@ -63,6 +63,8 @@ char *bq_admin_status_json(const bq_cluster_status_t *st)
         cJSON_AddStringToObject(doc, "primary", st->primary);
     else
         cJSON_AddNullToObject(doc, "primary");
+    if (strcmp(st->role, "primary") != 0)
+        cJSON_AddNumberToObject(doc, "primary_commit_lsn", (double)st->primary_commit_lsn);
     cJSON_AddStringToObject(doc, "failover", st->failover_auto ? "auto" : "manual");
     cJSON_AddBoolToObject(doc, "fenced", st->fenced);
     cJSON_AddBoolToObject(doc, "ready", st->ready);

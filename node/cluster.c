@@ -755,6 +755,7 @@ void bq_cluster_status(bq_cluster_t *c, bq_cluster_status_t *st)
         bq_receiver_status_t rs;
         bq_receiver_status(c->receiver, &rs);
         st->primary = rs.connected && rs.primary[0] ? rs.primary : NULL;
+        st->primary_commit_lsn = rs.primary_commit_lsn;
         st->not_ready = !rs.connected ? "no primary followed" : rs.resyncing ? "resyncing" : NULL;
     }
     st->ready = st->not_ready == NULL;

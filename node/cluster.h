@@ -74,6 +74,7 @@ typedef struct bq_cluster_status {
     const char *node_id, *cluster_id, *role; /* primary, standby, candidate... */
     uint64_t epoch, last_lsn, durable_lsn, commit_lsn;
     const char *primary;     /* the primary's node id, or NULL when unknown */
+    uint64_t primary_commit_lsn; /* standby: the commit LSN of the primary's last heartbeat */
     bool failover_auto, fenced, ready;
     const char *not_ready;   /* why not ready, or NULL */
     unsigned sync_standbys;

@@ -394,9 +394,12 @@ int bq_failover_promote(bq_failover_t *fo, bool force, char *why, size_t whylen)
         return apply(fo, bq_el_assume(&fo->el, now)) ? 0 : -1;
     }
     if (fo->el.cfg.nvoters == 2) {
-        snprintf(why, whylen, "this standby may lack acknowledged writes (the primary was not "
-                 "in sync mode with --sync-fallback refuse, or we were behind); --force to "
-                 "promote anyway");
+        snprintf(why, whylen,
+                 "this standby may lack acknowledged writes (the primary's last heartbeat: "
+                 "sync %s, commit LSN %" PRIu64 "; ours %" PRIu64 "; --sync-fallback %s); "
+                 "--force to promote anyway",
+                 fo->hb_sync ? "in force" : "not in force", fo->hb_commit,
+                 fo->h.mine(fo->h.arg).lsn, fo->f->sync_fallback_async ? "async" : "refuse");
         return -1;
     }
     return apply(fo, bq_el_campaign(&fo->el, now)) ? 0 : -1;

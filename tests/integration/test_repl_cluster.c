@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -1305,6 +1306,127 @@ static void cut_mid_frame(void **state)
     s->passed = true;
 }
 
+/* ---- 11. manual failover through the admin API: promote ---- */
+
+/* Sends `method path` to the admin API on port; returns the status code
+ * (-1 when no answer) and copies the body's first line into body. */
+static int admin_ask(int port, const char *method, const char *path, char *body, size_t cap)
+{
+    char req[256], *line;
+    int fd = bqt_connect(port), status = -1;
+    body[0] = '\0';
+    if (fd < 0)
+        return -1;
+    snprintf(req, sizeof req, "%s %s HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
+             method, path);
+    bqt_sends(fd, req);
+    line = bqt_read_line(fd, REPLY_MS);
+    if (line && sscanf(line, "HTTP/1.1 %d", &status) != 1)
+        status = -1;
+    free(line);
+    size_t len = 0;
+    while ((line = bqt_read_line(fd, REPLY_MS)) && strcmp(line, "\r\n") != 0) {
+        if (strncasecmp(line, "Content-Length:", 15) == 0)
+            len = strtoul(line + 15, NULL, 10);
+        free(line);
+    }
+    free(line);
+    if (len >= cap)
+        len = cap - 1;
+    body[bqt_read_n(fd, body, len, REPLY_MS)] = '\0';
+    body[strcspn(body, "\r\n")] = '\0';
+    close(fd);
+    return status;
+}
+
+typedef struct commit_seen {
+    int port;
+    unsigned long long want;
+} commit_seen_t;
+
+static bool commit_seen(void *arg)
+{
+    commit_seen_t *c = arg;
+    char body[4096];
+    if (admin_ask(c->port, "GET", "/status", body, sizeof body) != 200)
+        return false;
+    const char *p = strstr(body, "\"primary_commit_lsn\":");
+    return p && strtoull(p + 21, NULL, 10) >= c->want;
+}
+
+typedef struct promote_try {
+    int port, status;
+    char body[256];
+} promote_try_t;
+
+/* Asks for a promotion; done unless refused because the primary is alive. */
+static bool promote_tried(void *arg)
+{
+    promote_try_t *t = arg;
+    t->status = admin_ask(t->port, "POST", "/promote", t->body, sizeof t->body);
+    return !(t->status == 409 && strstr(t->body, "alive"));
+}
+
+/* Two nodes, sync mode with the refuse fallback: while the primary lives,
+ * promote is refused (409); once it is killed, the standby can prove it
+ * holds every acknowledged write and promotes itself (202) and restarts as
+ * the primary of a new epoch; the old primary, started again as a standby,
+ * follows it, and it takes writes; nothing acknowledged is lost. */
+static void promote_after_the_primary_died(void **state)
+{
+    suite_t *s = *state;
+    char port_b[16], body[256];
+    int admin_b = bqt_free_port();
+    snprintf(port_b, sizeof port_b, "%d", admin_b);
+    const char *const bextra[] = {"--admin-listen", port_b, "--repl-timeout", "1000", NULL};
+    const opts_t b = {"standby", "b", bextra};
+    size_t live = 0;
+    start_pair(s, &primary_tls, &b);
+    unsigned long long max = churn(s, "before", 30, 200, &live);
+    wait_caught_up(s);
+    /* The standby knows the primary's commit point from a heartbeat. */
+    commit_seen_t cs = {admin_b, (unsigned long long)primary_stat(s, "cluster-commit-lsn")};
+    if (!bqt_wait_until(commit_seen, &cs, WAIT_MS))
+        fail_msg("the standby's status never showed primary_commit_lsn %llu", cs.want);
+    assert_int_equal(admin_ask(admin_b, "POST", "/promote", body, sizeof body), 409);
+    if (!strstr(body, "alive"))
+        fail_msg("promote with the primary alive answered: %s", body);
+    node_signal(s, A, SIGKILL);
+    wait_log(s, B, "replication: lost the primary", NULL, 1);
+    /* Refused until the primary has been silent for the timeout. */
+    promote_try_t t = {admin_b, 0, ""};
+    bqt_wait_until(promote_tried, &t, WAIT_MS);
+    if (t.status != 202)
+        fail_msg("promote answered %d: %s", t.status, t.body);
+    wait_log(s, B, "cluster start", "role=primary", 1);
+    /* The old primary comes back as a standby (the operator's part) and
+     * follows b: b has a standby in sync again and takes writes. */
+    const opts_t a_standby = {"standby", "a", NULL};
+    close(s->pfd);
+    s->pfd = -1;
+    node_start(s, A, &a_standby);
+    wait_log(s, A, "replication: following the primary", "primary=b", 1);
+    int fd = bqt_client(&s->n[B].srv);
+    it_cmd(fd, "use after\r\n", "USING after\r\n");
+    bqt_sends(fd, "put 0 0 10 5\r\nafter\r\n");
+    free(bqt_expect_prefix(fd, "INSERTED "));
+    close(fd);
+    node_signal(s, A, SIGTERM);
+    node_signal(s, B, SIGTERM);
+    start_single(&s->single[B], s->n[B].bdir);
+    fd = bqt_client(&s->single[B]);
+    for (unsigned long long id = 1; id <= max; id++) {
+        char cmd[64], *r;
+        snprintf(cmd, sizeof cmd, "peek %llu\r\n", id);
+        r = ask(fd, cmd);
+        live -= strncmp(r, "FOUND", 5) == 0;
+        free(r);
+    }
+    close(fd);
+    assert_int_equal(live, 0);
+    s->passed = true;
+}
+
 /* ---- 10. the primary dies during a standby's handshake, then its resync ---- */
 
 typedef struct conns_wait {
@@ -1376,6 +1498,7 @@ int main(void)
         T(stalled_link_refuses_writes),
         T(cut_mid_frame),
         T(primary_dies_mid_handshake_and_mid_resync),
+        T(promote_after_the_primary_died),
     };
     if (getenv("BQT_FILTER"))
         cmocka_set_test_filter(getenv("BQT_FILTER"));
