@@ -1,11 +1,13 @@
 /* Cluster tests' helpers (cluster.h): nodes started and stopped through
  * bqtest.h with their cluster flags, logs counted line by line, `stats`
- * parsed for the cluster keys, and two binlog directories compared through
- * single servers started on them. */
+ * parsed for the cluster keys, requests to a node's admin API over a plain
+ * socket, and two binlog directories compared through single servers
+ * started on them. */
 #define _XOPEN_SOURCE 700 /* nftw() */
 
 #include <errno.h>
 #include <ftw.h>
+#include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -170,7 +172,7 @@ void bqc_start(bqc_cluster_t *c, size_t i, const char *const *extra)
 {
     bqc_node_t *nd = &c->node[i];
     const char *args[48];
-    char peers[BQC_MAX_NODES][64], cert[200], key[200], ca[200];
+    char peers[BQC_MAX_NODES][64], cert[200], key[200], ca[200], admin[32];
     size_t k = 0;
     args[k++] = "-b";
     args[k++] = nd->bdir;
@@ -191,6 +193,11 @@ void bqc_start(bqc_cluster_t *c, size_t i, const char *const *extra)
             args[k++] = tls[t];
     } else {
         args[k++] = "--repl-plaintext";
+    }
+    if (nd->admin_port > 0) {
+        snprintf(admin, sizeof admin, "127.0.0.1:%d", nd->admin_port);
+        args[k++] = "--admin-listen";
+        args[k++] = admin;
     }
     for (const char *const *e = extra; e && *e && k < 47; e++)
         args[k++] = *e;
@@ -354,6 +361,73 @@ int bqc_view_standby(const bqc_view_t *v, const char *name)
         if (strcmp(v->sb[i].name, name) == 0)
             return (int)i;
     return -1;
+}
+
+/* ---- the admin API ---- */
+
+int bqc_admin_post(int port, const char *target)
+{
+    char req[512];
+    int n = snprintf(req, sizeof req,
+                     "POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", target);
+    int fd = n > 0 && (size_t)n < sizeof req ? bqt_connect(port) : -1;
+    for (size_t off = 0; fd >= 0 && off < (size_t)n;) {
+        ssize_t w = send(fd, req + off, (size_t)n - off, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            close(fd);
+            return -1;
+        }
+        off += (size_t)w;
+    }
+    return fd;
+}
+
+/* Reads what fd has into buf (at most cap) by deadline (bqt_now_ms): the
+ * count, 0 at EOF or on an error, -1 when the deadline passed first. */
+static int read_some(int fd, char *buf, size_t cap, long long deadline)
+{
+    for (;;) {
+        long long left = deadline - bqt_now_ms();
+        struct pollfd p = {fd, POLLIN, 0};
+        if (left <= 0)
+            return -1;
+        int r = poll(&p, 1, (int)left);
+        if (r <= 0)
+            continue; /* EINTR, or the deadline: checked above */
+        ssize_t n = recv(fd, buf, cap, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        return n > 0 ? (int)n : 0;
+    }
+}
+
+int bqc_admin_reply(int fd, int ms, char *text, size_t cap)
+{
+    char buf[4096];
+    size_t len = 0, want = 0;
+    const char *body = NULL;
+    long long deadline = bqt_now_ms() + ms;
+    int status = 0;
+    buf[0] = text[0] = '\0';
+    while (!body || (size_t)(buf + len - body) < want) {
+        int n = len + 1 < sizeof buf ? read_some(fd, buf + len, sizeof buf - 1 - len, deadline) : 0;
+        if (n < 0)
+            return -1;
+        if (n == 0)
+            break;
+        len += (size_t)n;
+        buf[len] = '\0';
+        body = strstr(buf, "\r\n\r\n");
+        const char *cl = body ? strstr(buf, "\r\nContent-Length: ") : NULL;
+        want = cl && cl < body ? strtoull(cl + 18, NULL, 10) : 0;
+        body = body ? body + 4 : NULL;
+    }
+    if (!body || sscanf(buf, "HTTP/1.1 %d", &status) != 1)
+        return 0;
+    snprintf(text, cap, "%.*s", (int)(buf + len - body), body);
+    return status;
 }
 
 /* ---- comparing two directories ---- */

@@ -33,6 +33,7 @@ typedef struct bqc_node {
     char name[16];
     char bdir[200]; /* its binlog directory */
     int repl_port;  /* it listens there for replication (its own --peer) */
+    int admin_port; /* > 0: started with --admin-listen 127.0.0.1:<it> (set before bqc_start) */
     int starts;
 } bqc_node_t;
 
@@ -77,10 +78,10 @@ bqc_cluster_t *bqc_new(const char *prefix, size_t n, const char *const *names,
                        const char *certs);
 
 /* Starts node i on its binlog directory and a new client port with
- * -b, --node-id, a --peer for every node (see route), the TLS flags and
- * then extra (NULL-terminated, may be NULL), after saving the log of its
- * previous start; the previous process must be down. Fails the test when
- * it does not start listening. */
+ * -b, --node-id, a --peer for every node (see route), the TLS flags, the
+ * admin API (see admin_port) and then extra (NULL-terminated, may be
+ * NULL), after saving the log of its previous start; the previous process
+ * must be down. Fails the test when it does not start listening. */
 void bqc_start(bqc_cluster_t *c, size_t i, const char *const *extra);
 
 /* True while node i's process runs. */
@@ -113,6 +114,17 @@ int bqc_view_parse(const char *reply, bqc_view_t *v);
 
 /* The index in v->sb of standby name, or -1. */
 int bqc_view_standby(const bqc_view_t *v, const char *name);
+
+/* Connects to the plaintext admin API on 127.0.0.1:port and sends `POST
+ * target` (a path and query, e.g. "/switchover?to=n2") without a body;
+ * returns the connection (read the answer with bqc_admin_reply, then close
+ * it), or -1 when it cannot connect or send. */
+int bqc_admin_post(int port, const char *target);
+
+/* Reads the answer to an admin request on fd within ms: returns its HTTP
+ * status with its body copied (truncated) into text, 0 when the connection
+ * closed before a whole head arrived, -1 when ms passed first. */
+int bqc_admin_reply(int fd, int ms, char *text, size_t cap);
 
 /* Starts directories dx and dy alone (single beanstalkd each) and asserts
  * that they agree: `stats-job` (age, time-left and file aside) and `peek`

@@ -1,8 +1,9 @@
 /* The fault proxy's engine: one thread polls the listener, a self-pipe and
  * both sockets of every link, and moves bytes through a bounded buffer per
  * direction. The mode decides what the thread does with them: forward
- * (PASS), only buffer (STALL, and links that predate a BLACKHOLE), close
- * (DROP) or discard (links accepted under BLACKHOLE).
+ * (PASS), only buffer (STALL, and links that predate a BLACKHOLE; one
+ * direction under HOLD_UP or HOLD_DOWN), close (DROP) or discard (links
+ * accepted under BLACKHOLE).
  *
  * Test threads never touch a link. They post a request (mode, cut) under
  * the mutex, write a byte to the self-pipe and wait on a condition variable
@@ -78,9 +79,17 @@ struct bqt_proxy {
     struct pollfd pfds[2 + 2 * MAX_LINKS];
 };
 
-static bool held(const bqt_proxy_t *p)
+/* Both directions are held: nothing is connected onward either. */
+static bool stalled(const bqt_proxy_t *p)
 {
     return p->mode == BQT_PROXY_STALL || p->mode == BQT_PROXY_BLACKHOLE;
+}
+
+/* Direction d is held: read and buffered, not sent. */
+static bool held(const bqt_proxy_t *p, int d)
+{
+    return stalled(p) || (p->mode == BQT_PROXY_HOLD_UP && d == BQT_PROXY_UP) ||
+           (p->mode == BQT_PROXY_HOLD_DOWN && d == BQT_PROXY_DOWN);
 }
 
 static bool connected(const link_t *l, int side)
@@ -99,7 +108,7 @@ static bool can_read(const link_t *l, int d)
 static bool can_send(const bqt_proxy_t *p, const link_t *l, int d)
 {
     const flow_t *f = &l->flow[d];
-    return !l->dead && !l->hole && !held(p) && connected(l, 1 - d) && f->len > 0 &&
+    return !l->dead && !l->hole && !held(p, d) && connected(l, 1 - d) && f->len > 0 &&
            f->budget != 0;
 }
 
@@ -213,7 +222,7 @@ static void drain(bqt_proxy_t *p, link_t *l, int d)
                 f->budget -= n;
         }
     }
-    bool done = f->eof && f->len == 0 && !held(p);
+    bool done = f->eof && f->len == 0 && !held(p, d);
     if (f->budget == 0 || (done && f->reset)) {
         close_link(p, l);
     } else if (done && !f->shut && connected(l, 1 - d)) {
@@ -238,7 +247,7 @@ static void pump(bqt_proxy_t *p, link_t *l)
         discard(p, l);
         return;
     }
-    if (l->fd[TARGET] < 0 && !held(p))
+    if (l->fd[TARGET] < 0 && !stalled(p))
         start_connect(p, l);
     for (int d = 0; d < 2 && !l->dead; d++) {
         fill(l, d);

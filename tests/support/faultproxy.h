@@ -1,6 +1,7 @@
 /* A TCP fault proxy for cluster tests: it sits between two nodes (for
  * example standby -> proxy -> primary's replication port) and lets a test
- * stall, drop, black-hole or cut the link while both nodes keep running.
+ * stall, drop, black-hole or cut the link, or lose one direction only,
+ * while both nodes keep running.
  *
  * The proxy listens on 127.0.0.1 on a free port and forwards every accepted
  * connection to one target, both directions, from its own thread (poll(), no
@@ -42,6 +43,15 @@ typedef enum bqt_proxy_mode {
      * open before are held as under STALL: TCP never loses bytes from the
      * middle of a stream, it delivers them late or resets. */
     BQT_PROXY_BLACKHOLE,
+    /* One-way loss: bytes going client -> target (HOLD_UP) or target ->
+     * client (HOLD_DOWN) are held as under STALL, the other direction
+     * forwards, on every connection, current and new (new ones are
+     * connected onward, so the target hears a new client, or the client
+     * gets no answer). This is what TCP makes of a path that loses every
+     * packet one way: the receiver gets nothing, its peer keeps talking,
+     * and what was held arrives late once the mode returns to PASS. */
+    BQT_PROXY_HOLD_UP,
+    BQT_PROXY_HOLD_DOWN,
 } bqt_proxy_mode_t;
 
 /* Starts a proxy in PASS mode on 127.0.0.1:<free port> that forwards to

@@ -2,8 +2,9 @@
  * a plain listening socket stands for the target node and bqt_connect() for
  * the client, and every wait is a poll() with a deadline. Covers each mode
  * (PASS forwards both ways and half-closes, STALL holds and later delivers,
- * DROP closes and refuses, BLACKHOLE swallows), cuts in either direction,
- * the counters, and stop with connections open. */
+ * DROP closes and refuses, BLACKHOLE swallows, HOLD_UP and HOLD_DOWN lose
+ * one direction only), cuts in either direction, the counters, and stop
+ * with connections open. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -372,6 +373,61 @@ static void blackhole_swallows_new_and_holds_open(void **state)
     assert_true(bqt_wait_until(no_link_open, t->proxy, BQT_DEADLINE_MS));
 }
 
+/* HOLD_DOWN loses target -> client only, on an open link and on one opened
+ * meanwhile (connected onward: the target hears it); PASS delivers what
+ * was held. */
+static void hold_down_passes_up_only(void **state)
+{
+    ctx_t *t = *state;
+    int client, server, late, late_server;
+    open_link(t, &client, &server);
+    bqt_proxy_set(t->proxy, BQT_PROXY_HOLD_DOWN);
+    bqt_sends(client, "ack");
+    bqt_expect(server, "ack");
+    bqt_sends(server, "beat");
+    bqt_expect_silence(client, QUIET_MS);
+    open_link(t, &late, &late_server);
+    bqt_sends(late, "hello");
+    bqt_expect(late_server, "hello");
+    bqt_sends(late_server, "welcome");
+    bqt_expect_silence(late, QUIET_MS);
+    assert_int_equal(bqt_proxy_bytes(t->proxy, BQT_PROXY_UP), 8);
+    assert_int_equal(bqt_proxy_bytes(t->proxy, BQT_PROXY_DOWN), 0);
+
+    bqt_proxy_set(t->proxy, BQT_PROXY_PASS);
+    bqt_expect(client, "beat");
+    bqt_expect(late, "welcome");
+    assert_int_equal(bqt_proxy_bytes(t->proxy, BQT_PROXY_DOWN), 11);
+    assert_int_equal(bqt_proxy_open(t->proxy), 2);
+    close(late);
+    close(late_server);
+    close(client);
+    close(server);
+}
+
+/* HOLD_UP is the mirror image; the client's FIN is held with its bytes. */
+static void hold_up_passes_down_only(void **state)
+{
+    ctx_t *t = *state;
+    int client, server;
+    open_link(t, &client, &server);
+    bqt_proxy_set(t->proxy, BQT_PROXY_HOLD_UP);
+    bqt_sends(server, "beat");
+    bqt_expect(client, "beat");
+    bqt_sends(client, "ack");
+    assert_int_equal(shutdown(client, SHUT_WR), 0);
+    bqt_expect_silence(server, QUIET_MS);
+    assert_int_equal(bqt_proxy_bytes(t->proxy, BQT_PROXY_UP), 0);
+
+    bqt_proxy_set(t->proxy, BQT_PROXY_PASS);
+    bqt_expect(server, "ack");
+    bqt_expect_eof(server, BQT_DEADLINE_MS);
+    assert_int_equal(bqt_proxy_bytes(t->proxy, BQT_PROXY_UP), 3);
+    assert_int_equal(bqt_proxy_bytes(t->proxy, BQT_PROXY_DOWN), 4);
+    close(client);
+    close(server);
+}
+
 static void stop_closes_open_links(void **state)
 {
     ctx_t *t = *state;
@@ -397,6 +453,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(cut_up_delivers_exact_bytes, setup, teardown),
         cmocka_unit_test_setup_teardown(cut_down_arms_next_link, setup, teardown),
         cmocka_unit_test_setup_teardown(blackhole_swallows_new_and_holds_open, setup, teardown),
+        cmocka_unit_test_setup_teardown(hold_down_passes_up_only, setup, teardown),
+        cmocka_unit_test_setup_teardown(hold_up_passes_down_only, setup, teardown),
         cmocka_unit_test_setup_teardown(stop_closes_open_links, setup, teardown),
     };
     return cmocka_run_group_tests_name("faultproxy", tests, NULL, NULL);
