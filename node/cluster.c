@@ -212,6 +212,12 @@ static void sink_primary(void *arg, const char *node, const char *host, const ch
     bq_proxy_set_target(c->proxy, host, port);
 }
 
+static uint64_t sink_seen_epoch(void *arg)
+{
+    bq_cluster_t *c = arg;
+    return bq_failover_election(c->failover)->epoch;
+}
+
 static bool sink_heard(void *arg, size_t peer, uint64_t epoch, const Bq__Repl__Heartbeat *hb)
 {
     bq_cluster_t *c = arg;
@@ -419,6 +425,7 @@ static int start_receiver(bq_cluster_t *c, const bq_repl_config_t *rc)
     c->sink = (bq_repl_sink_t){
         .last_lsn = log_last,
         .last_epoch = log_epoch,
+        .seen_epoch = sink_seen_epoch,
         .written_lsn = log_written,
         .durable_lsn = log_durable,
         .segment = sink_segment,
@@ -568,6 +575,7 @@ static void on_handover_poll(uv_timer_t *t)
         sb.flushed >= bq_binlog_last_lsn(c->s->binlog)) {
         if (bq_feeder_send_promote(c->feeder, to) == 0) {
             c->handover.promoted = true;
+            bq_failover_hand_over(c->failover);
             bq_log(BQ_LOG_INFO, "switchover: the target has every record; asking it to stand",
                    "target=%s lsn=%" PRIu64, c->peers[to].name, sb.flushed);
         }

@@ -415,6 +415,11 @@ int bq_failover_handover(bq_failover_t *fo, size_t peer, uint64_t epoch, char *w
     return apply(fo, bq_el_campaign(&fo->el, now_ns())) ? 0 : -1;
 }
 
+void bq_failover_hand_over(bq_failover_t *fo)
+{
+    bq_el_hand_over(&fo->el);
+}
+
 bool bq_failover_may_ack(const bq_failover_t *fo)
 {
     return bq_el_may_ack(&fo->el, now_ns());

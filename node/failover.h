@@ -87,6 +87,9 @@ int bq_failover_promote(bq_failover_t *fo, bool force, char *why, size_t whylen)
 int bq_failover_handover(bq_failover_t *fo, size_t peer, uint64_t epoch, char *why,
                          size_t whylen);
 
+/* The primary asked a standby to stand (switchover): it will vote for it. */
+void bq_failover_hand_over(bq_failover_t *fo);
+
 /* Whether the node may acknowledge writes now (always true in manual mode
  * on a primary). */
 bool bq_failover_may_ack(const bq_failover_t *fo);

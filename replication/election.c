@@ -359,6 +359,11 @@ unsigned bq_el_take_office(bq_election_t *e, int64_t now, uint64_t epoch, const 
     return lead(e, now);
 }
 
+void bq_el_hand_over(bq_election_t *e)
+{
+    e->heard_at = NEVER;
+}
+
 bool bq_el_may_ack(const bq_election_t *e, int64_t now)
 {
     if (e->role != BQ_EL_PRIMARY)

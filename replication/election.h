@@ -175,6 +175,10 @@ unsigned bq_el_assume(bq_election_t *e, int64_t now);
  * epoch. */
 unsigned bq_el_take_office(bq_election_t *e, int64_t now, uint64_t epoch, const int64_t *contact);
 
+/* The primary asked a standby to stand (switchover) and acknowledges
+ * nothing more: its own recent office no longer holds its vote back. */
+void bq_el_hand_over(bq_election_t *e);
+
 /* Whether the node may acknowledge writes at now: it is primary and, when
  * automatic, a majority was in contact within the timeout (checked at now,
  * not at the last tick, so a process that was paused cannot ack). */

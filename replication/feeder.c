@@ -203,8 +203,9 @@ static void on_hello(conn_t *c, const Bq__Repl__Hello *h)
 {
     bq_feeder_t *f = c->f;
     char err[256];
-    if (h->last_epoch > f->log->epoch(f->log->arg) && f->cfg.hooks.higher_epoch)
-        f->cfg.hooks.higher_epoch(f->arg, h->last_epoch);
+    uint64_t seen = h->epoch > h->last_epoch ? h->epoch : h->last_epoch;
+    if (seen > f->log->epoch(f->log->arg) && f->cfg.hooks.higher_epoch)
+        f->cfg.hooks.higher_epoch(f->arg, seen);
     if (!f->cfg.primary) {
         c->routine = true;
         send_refuse(c, BQ__REPL__REFUSE_REASON__NOT_PRIMARY, "this node is not the primary");

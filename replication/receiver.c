@@ -236,6 +236,7 @@ static void on_open(bq_link_t *l, void *arg)
     h.last_epoch = r->hello_epoch;
     h.last_lsn = r->hello_lsn;
     h.witness = r->cfg.witness;
+    h.epoch = k->seen_epoch ? k->seen_epoch(k->arg) : r->hello_epoch;
     m.body_case = BQ__REPL__MESSAGE__BODY_HELLO;
     m.hello = &h;
     r->state = HELLO;

@@ -26,6 +26,9 @@ typedef struct bq_repl_sink {
      * far it is written and durable. */
     uint64_t (*last_lsn)(void *arg);
     uint64_t (*last_epoch)(void *arg);
+    /* Optional: the highest epoch this node has seen (its election's), sent
+     * in the Hello so that a primary of a lower epoch steps down. */
+    uint64_t (*seen_epoch)(void *arg);
     uint64_t (*written_lsn)(void *arg);
     uint64_t (*durable_lsn)(void *arg);
     /* The stream enters the primary's segment starting at first_lsn. 0 or <0. */
