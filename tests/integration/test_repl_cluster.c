@@ -42,6 +42,7 @@
 #include <cmocka.h>
 
 #include "tests/integration/itest.h"
+#include "tests/support/cluster.h"
 #include "tests/support/faultproxy.h"
 #include "tests/support/history.h"
 
@@ -497,57 +498,6 @@ static bool same_reply(int fx, int fy, const char *cmd, const char *drop)
     return found;
 }
 
-/* The tube names of a list-tubes reply, sorted, one per line. */
-static size_t tube_names(const char *reply, char names[][201], size_t cap)
-{
-    size_t n = 0;
-    for (const char *p = strstr(reply, "\n- "); p && n < cap; p = strstr(p + 1, "\n- "))
-        sscanf(p + 3, "%200[^\r\n]", names[n++]);
-    for (size_t i = 1; i < n; i++)
-        for (size_t j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
-            char t[201];
-            memcpy(t, names[j], sizeof t);
-            memcpy(names[j], names[j - 1], sizeof t);
-            memcpy(names[j - 1], t, sizeof t);
-        }
-    return n;
-}
-
-/* Same tubes (as sets) and the same durable counts in each. */
-static void compare_tubes(int fx, int fy)
-{
-    static char nx[64][201], ny[64][201];
-    char *x = ask(fx, "list-tubes\r\n"), *y = ask(fy, "list-tubes\r\n");
-    size_t cx = tube_names(x, nx, 64), cy = tube_names(y, ny, 64);
-    if (cx != cy)
-        fail_msg("list-tubes differ:\n%s\n---\n%s", x, y);
-    for (size_t i = 0; i < cx; i++) {
-        char cmd[256];
-        assert_string_equal(nx[i], ny[i]);
-        snprintf(cmd, sizeof cmd, "stats-tube %.200s\r\n", nx[i]);
-        char *sx = ask(fx, cmd), *sy = ask(fy, cmd);
-        static const char *const keys[] = {"name",
-                                           "current-jobs-urgent",
-                                           "current-jobs-ready",
-                                           "current-jobs-reserved",
-                                           "current-jobs-delayed",
-                                           "current-jobs-buried",
-                                           "pause"};
-        for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
-            char *vx = it_yaml_get(sx, keys[k]), *vy = it_yaml_get(sy, keys[k]);
-            if (!vx || !vy || strcmp(vx, vy) != 0)
-                fail_msg("stats-tube %s: %s is %s on the primary's directory, %s on the "
-                         "standby's", nx[i], keys[k], vx ? vx : "absent", vy ? vy : "absent");
-            free(vx);
-            free(vy);
-        }
-        free(sx);
-        free(sy);
-    }
-    free(x);
-    free(y);
-}
-
 static void start_single(bqt_server_t *srv, const char *dir)
 {
     const char *args[] = {"-b", dir, NULL};
@@ -560,22 +510,12 @@ static void start_single(bqt_server_t *srv, const char *dir)
 static void compare_dirs(suite_t *s, unsigned long long max_id, size_t live)
 {
     assert_true(s->n[A].srv.pid == 0 && s->n[B].srv.pid == 0);
-    start_single(&s->single[A], s->n[A].bdir);
-    start_single(&s->single[B], s->n[B].bdir);
-    int fx = bqt_client(&s->single[A]), fy = bqt_client(&s->single[B]);
-    size_t found = 0;
-    for (unsigned long long id = 1; id <= max_id; id++) {
-        char cmd[64];
-        snprintf(cmd, sizeof cmd, "stats-job %llu\r\n", id);
-        found += same_reply(fx, fy, cmd, "age,time-left,file");
-        snprintf(cmd, sizeof cmd, "peek %llu\r\n", id);
-        same_reply(fx, fy, cmd, "");
-    }
-    compare_tubes(fx, fy);
-    close(fx);
-    close(fy);
-    bqt_server_stop(&s->single[A]);
-    bqt_server_stop(&s->single[B]);
+    unsigned long long *ids = malloc((max_id ? max_id : 1) * sizeof *ids);
+    assert_non_null(ids);
+    for (unsigned long long id = 1; id <= max_id; id++)
+        ids[id - 1] = id;
+    size_t found = bqc_compare_dirs(s->n[A].bdir, s->n[B].bdir, ids, max_id);
+    free(ids);
     if (found != live)
         fail_msg("the directories agree but hold %zu jobs of ids 1..%llu, want %zu", found,
                  max_id, live);
