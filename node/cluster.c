@@ -571,7 +571,12 @@ static void on_handover_poll(uv_timer_t *t)
     }
     bq_feeder_standby_t sb;
     bq_feeder_standby(c->feeder, to, now, &sb);
-    if (!c->handover.promoted && sb.connected &&
+    if (!c->handover.promoted && !sb.connected) {
+        handover_end(c, 504, "the target disconnected before it had every record; writes "
+                             "resumed here");
+        return;
+    }
+    if (!c->handover.promoted &&
         sb.flushed >= bq_binlog_last_lsn(c->s->binlog)) {
         if (bq_feeder_send_promote(c->feeder, to) == 0) {
             c->handover.promoted = true;

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "election_store.h"
+#include "start_probe.h"
 #include "log.h"
 #include "replication/canvass.h"
 #include "replication/handshake.h"
@@ -119,6 +120,27 @@ static void decide_plan(const bq_flags_t *f, const bq_election_state_t *st, bool
     }
 }
 
+/* Manual mode, starting as primary: a peer that is or follows another
+ * primary (a standby promoted while this node was away) makes this start
+ * a standby's; peers that do not answer within the failover timeout leave
+ * it a primary, as the operator asked. -1 when the probe could not run. */
+static int probe_peers(const bq_flags_t *f, const bq_election_state_t *st, bq_failover_plan_t *p)
+{
+    bq_start_probe_t pr;
+    uint64_t logged = st->nhist > 0 ? st->hist[st->nhist - 1].epoch : 0;
+    if (bq_start_probe(f, st->epoch + 1, logged, f->failover_timeout_ms, &pr) != 0)
+        return -1;
+    bq_log(BQ_LOG_INFO, "start-up probe: asked the peers which primary they know",
+           "asked=%zu answered=%zu primary=\"%s\" via=\"%s\"", pr.asked, pr.answered,
+           pr.primary, pr.via);
+    if (!pr.primary[0])
+        return 0;
+    p->role = BQ_ROLE_STANDBY;
+    snprintf(p->why, sizeof p->why, "%.40s leads (said %.40s): starting as a standby",
+             pr.primary, pr.via);
+    return 0;
+}
+
 int bq_failover_plan(const bq_flags_t *f, bq_failover_plan_t *plan)
 {
     memset(plan, 0, sizeof *plan);
@@ -137,8 +159,11 @@ int bq_failover_plan(const bq_flags_t *f, bq_failover_plan_t *plan)
     bool office = env && parse_office(env, plan);
     unsetenv(OFFICE_ENV);
     decide_plan(f, st, office, plan);
+    int r = 0;
+    if (!f->failover_auto && plan->role == BQ_ROLE_PRIMARY && !plan->office)
+        r = probe_peers(f, st, plan);
     free(st);
-    return 0;
+    return r;
 }
 
 /* ---- effects ---- */
@@ -322,6 +347,16 @@ void bq_failover_epoch_started(bq_failover_t *fo, uint64_t epoch, uint64_t first
     }
 }
 
+/* The primary this node is, or heard from within its timeout; "" when none. */
+static const char *known_primary(const bq_failover_t *fo)
+{
+    if (fo->el.role == BQ_EL_PRIMARY)
+        return fo->f->node_id;
+    if (fo->el.primary < 0 || now_ns() - fo->el.heard_at >= fo->el.cfg.timeout_ns)
+        return "";
+    return voter_name(fo, fo->el.primary);
+}
+
 void bq_failover_vote(bq_failover_t *fo, size_t peer, const Bq__Repl__VoteRequest *req,
                       Bq__Repl__VoteReply *reply)
 {
@@ -335,6 +370,7 @@ void bq_failover_vote(bq_failover_t *fo, size_t peer, const Bq__Repl__VoteReques
     reply->epoch = rep.epoch;
     reply->prevote = rep.prevote;
     reply->granted = rep.granted;
+    reply->primary = (char *)known_primary(fo);
     bq_log(BQ_LOG_INFO, "election: vote requested", "candidate=%s epoch=%" PRIu64
            " prevote=%d granted=%d", fo->repl->peers[peer].name, req->epoch, req->prevote,
            rep.granted);

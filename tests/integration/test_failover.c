@@ -423,6 +423,22 @@ static void wait_streaming(suite_t *s, size_t i, bool caught_up)
                  BQC_WAIT_MS, w.name, caught_up ? " and caught up" : "", w.seen);
 }
 
+/* A put through some node was acknowledged by a primary whose stats show
+ * both other nodes streaming from it. */
+static bool settled(void *arg)
+{
+    primary_wait_t *w = arg;
+    if (!primary_found(w))
+        return false;
+    for (size_t i = 0; i < NODES; i++) {
+        const char *name = name_of(w->s, i);
+        int k = strcmp(name, w->v.node) ? bqc_view_standby(&w->v, name) : 0;
+        if (k < 0 || (strcmp(name, w->v.node) && strcmp(w->v.sb[k].state, "streaming")))
+            return false;
+    }
+    return true;
+}
+
 /* ---- failover under load, and the check ---- */
 
 /* A put sent since recovery_arm was acknowledged. */
@@ -781,7 +797,6 @@ typedef struct round {
     bqc_view_t before;       /* the primary's view before the fault */
     size_t q;                /* the primary once writes are acknowledged again */
     bqc_view_t after;        /* its view */
-    long long seen_ms;       /* when q was first seen acknowledging as primary */
     long long recovery_ms;   /* from the fault to the first acknowledged put sent after it */
     long long round_ms;      /* the whole round, until the cluster was whole again */
     int http;                /* a switchover's status (0: the connection closed) */
@@ -813,18 +828,12 @@ typedef struct planner {
     size_t left;
 } planner_t;
 
-/* The kinds named in list (comma-separated fault names; "all": every one).
- * NULL or "": every kind but switchover-kill, whose checks still assume the
- * old primary or the target leads afterwards, while since the Hello carries
- * the epoch the restarted target makes the primary step down and any node
- * may win (docs/failover.md, "Known limits"); run it with
- * BQ_FAILOVER_FAULTS=all or =switchover-kill. */
+/* The kinds named in list (comma-separated fault names); NULL, "" or
+ * "all": every one. */
 static unsigned parse_kinds(const char *list)
 {
     unsigned kinds = 0;
-    if (!list || !*list)
-        return ((1u << FAULTS) - 1) & ~(1u << SWITCHOVER_KILL);
-    if (strcmp(list, "all") == 0)
+    if (!list || !*list || strcmp(list, "all") == 0)
         return (1u << FAULTS) - 1;
     for (const char *p = list; *p;) {
         size_t len = strcspn(p, ","), k = 0;
@@ -867,7 +876,6 @@ static void plan_round(planner_t *pl, round_t *rd, const round_t *last)
     *rd = (round_t){.kind = pl->bag[--pl->left], .p = p, .before = last->after};
     rd->q = p; /* unless the round changes them */
     rd->after = last->after;
-    rd->seen_ms = last->seen_ms;
     rd->other = sb[rng_below(&pl->rng, NODES - 1)];
     rd->hold_ms = 2 * FAILOVER_TIMEOUT_MS + rng_below(&pl->rng, FAILOVER_TIMEOUT_MS + 1);
     rd->cut = rng_below(&pl->rng, 2) ? BQT_PROXY_DROP : BQT_PROXY_BLACKHOLE;
@@ -878,7 +886,6 @@ static void plan_round(planner_t *pl, round_t *rd, const round_t *last)
 static void expect_new_primary(suite_t *s, round_t *rd)
 {
     rd->q = wait_primary(s, (int)rd->p, &rd->after);
-    rd->seen_ms = bqt_now_ms();
     if (rd->after.epoch <= rd->before.epoch)
         fail_msg("the new primary %s is in epoch %llu, not above %llu", rd->after.node,
                  rd->after.epoch, rd->before.epoch);
@@ -891,6 +898,18 @@ static void expect_same_primary(suite_t *s, round_t *rd)
     if (rd->q != rd->p || rd->after.epoch != rd->before.epoch)
         fail_msg("the primary is %s in epoch %llu, want %s still, in epoch %llu",
                  rd->after.node, rd->after.epoch, rd->before.node, rd->before.epoch);
+}
+
+/* After a fault whose outcome is open (which node leads, in which epoch):
+ * waits until one primary has both other nodes streaming from it, and
+ * records it in rd. */
+static void settle(suite_t *s, round_t *rd)
+{
+    primary_wait_t w = {.s = s, .exclude = -1};
+    if (!bqt_wait_until(settled, &w, BQC_WAIT_MS))
+        fail_msg("within %d ms no primary had both other nodes streaming from it", BQC_WAIT_MS);
+    rd->after = w.v;
+    rd->q = (size_t)bqc_index(s->c, w.v.node);
 }
 
 /* Waits for the resumed, healed or replaced old primary i to restart as
@@ -1052,19 +1071,6 @@ static int switchover_send(suite_t *s, size_t p, size_t target)
     return fd;
 }
 
-/* Waits until the primary has been in office for a full timeout. A primary
- * that took office less than a timeout ago refuses its vote to its own
- * switchover target (it counts its start as hearing from a primary, see
- * bq_el_init and vote() in replication/election.c), so the target's
- * election fails, the old primary steps down anyway and answers 200, and
- * whoever wins the next election, one or two timeouts later, leads (a run
- * saw epoch 5 go to 7 and writes stop for 2.2 s). Drop this wait once the
- * server votes for its target then. */
-static void wait_in_office(const round_t *rd)
-{
-    hold_until(rd->seen_ms + FAILOVER_TIMEOUT_MS + 100);
-}
-
 /* Writes pause from the request until the target leads, in the epoch it
  * stood for; recovery is timed from the request to the first put sent
  * after the reply and acknowledged (puts sent before the primary read the
@@ -1072,7 +1078,6 @@ static void wait_in_office(const round_t *rd)
 static void f_switchover(suite_t *s, round_t *rd)
 {
     size_t p = rd->p, downs = step_down_lines(s, p);
-    wait_in_office(rd);
     uint64_t t0 = bqh_now_ns();
     int fd = switchover_send(s, p, rd->other);
     rd->http = bqc_admin_reply(fd, BQC_WAIT_MS, rd->text, sizeof rd->text);
@@ -1099,7 +1104,6 @@ static void f_switchover(suite_t *s, round_t *rd)
 static void f_switchover_kill(suite_t *s, round_t *rd)
 {
     size_t t = rd->other;
-    wait_in_office(rd);
     uint64_t t0 = bqh_now_ns();
     int fd = switchover_send(s, rd->p, t);
     if (rd->kill_after_ms)
@@ -1113,12 +1117,12 @@ static void f_switchover_kill(suite_t *s, round_t *rd)
     if (rd->http != 504 && rd->http != 409 && rd->http != 200 && rd->http != 0)
         fail_msg("a switchover to %s, killed: %d \"%s\"", name_of(s, t), rd->http, rd->text);
     recovery_arm(s);
-    rd->q = wait_primary(s, (int)t, &rd->after);
-    if (rd->after.epoch != rd->before.epoch) /* a new office, maybe of the same node */
-        rd->seen_ms = bqt_now_ms();
     rd->recovery_ms = recovery_wait(s, t0, "the switchover whose target died");
-    assert_true(rd->after.epoch >= rd->before.epoch);
     rejoin(s, t);
+    settle(s, rd);
+    if (rd->after.epoch < rd->before.epoch)
+        fail_msg("after a switchover to %s, killed, the primary %s is in epoch %llu, below %llu",
+                 name_of(s, t), rd->after.node, rd->after.epoch, rd->before.epoch);
 }
 
 static void (*const fault_run[FAULTS])(suite_t *s, round_t *rd) = {
@@ -1236,7 +1240,6 @@ static void random_fault_rounds(void **state)
     route_through_proxies(s);
     start_all(s);
     whole.q = wait_primary(s, -1, &whole.after);
-    whole.seen_ms = bqt_now_ms();
     wait_whole(s, &whole);
     load_start(s);
     for (long r = 0; r < rounds; r++) {

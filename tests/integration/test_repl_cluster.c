@@ -1310,8 +1310,9 @@ static bool promote_tried(void *arg)
 /* Two nodes, sync mode with the refuse fallback: while the primary lives,
  * promote is refused (409); once it is killed, the standby can prove it
  * holds every acknowledged write and promotes itself (202) and restarts as
- * the primary of a new epoch; the old primary, started again as a standby,
- * follows it, and it takes writes; nothing acknowledged is lost. */
+ * the primary of a new epoch; the old primary, started again with
+ * --role=primary, finds that b leads and follows it, and b takes writes;
+ * nothing acknowledged is lost. */
 static void promote_after_the_primary_died(void **state)
 {
     suite_t *s = *state;
@@ -1339,12 +1340,13 @@ static void promote_after_the_primary_died(void **state)
     if (t.status != 202)
         fail_msg("promote answered %d: %s", t.status, t.body);
     wait_log(s, B, "cluster start", "role=primary", 1);
-    /* The old primary comes back as a standby (the operator's part) and
+    /* The old primary comes back with its old command line, --role=primary:
+     * its start-up probe hears that b leads, so it starts as a standby and
      * follows b: b has a standby in sync again and takes writes. */
-    const opts_t a_standby = {"standby", "a", NULL};
     close(s->pfd);
     s->pfd = -1;
-    node_start(s, A, &a_standby);
+    node_start(s, A, &primary_tls);
+    wait_log(s, A, "cluster start", "b leads (said b): starting as a standby", 1);
     wait_log(s, A, "replication: following the primary", "primary=b", 1);
     int fd = bqt_client(&s->n[B].srv);
     it_cmd(fd, "use after\r\n", "USING after\r\n");
