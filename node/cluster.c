@@ -51,6 +51,7 @@ struct bq_cluster {
     bq_resync_t *resync;
     bq_failover_t *failover;
     uint64_t released;      /* the last release point handed out (primary) */
+    int sync_logged;        /* the sync state last logged (primary), -1 at first */
     char primary_name[64];  /* the primary we follow (standby) */
     uv_timer_t status;
     char extra[4096];
@@ -457,6 +458,7 @@ int bq_cluster_start(bq_cluster_t **out, bq_server_t *s, const bq_flags_t *f,
     c->s = s;
     c->f = f;
     c->argv = argv;
+    c->sync_logged = -1;
     c->standby = f->role == BQ_ROLE_STANDBY || f->role == BQ_ROLE_WITNESS;
     *out = c;
     if (make_tls(c) != 0)
@@ -620,12 +622,35 @@ int bq_cluster_switchover(bq_cluster_t *c, const char *to, bq_cluster_done_cb do
     return -1;
 }
 
+/* One line per change of the primary's sync state: an operator must see
+ * when writes are acknowledged without a standby (degraded) or refused. */
+static void log_sync_state(bq_cluster_t *c)
+{
+    bq_sync_state_t st = bq_feeder_sync_state(c->feeder);
+    if ((int)st == c->sync_logged)
+        return;
+    bool first = c->sync_logged < 0;
+    c->sync_logged = (int)st;
+    if (first && (st == BQ_SYNC_OFF || st == BQ_SYNC_WAITING))
+        return; /* the start-up line says the mode; no standby yet is normal */
+    bq_log(st == BQ_SYNC_DEGRADED || st == BQ_SYNC_REFUSING ? BQ_LOG_WARN : BQ_LOG_INFO,
+           st == BQ_SYNC_DEGRADED   ? "replication: sync degraded: writes are acknowledged "
+                                      "without a standby (--sync-fallback async)"
+           : st == BQ_SYNC_REFUSING ? "replication: sync lost: writes are refused "
+                                      "(--sync-fallback refuse)"
+           : st == BQ_SYNC_WAITING  ? "replication: too few standbys in sync: replies wait"
+           : st == BQ_SYNC_ON       ? "replication: sync restored"
+                                    : "replication: sync off",
+           "state=%s in_sync=%zu", bq_commit_state_name(st), bq_feeder_in_sync(c->feeder));
+}
+
 /* The commit point may have moved, or the sync state changed. */
 static void on_committed(void *arg)
 {
     bq_cluster_t *c = arg;
     if (c->closing || c->standby)
         return;
+    log_sync_state(c);
     bq_server_released(c->s);
 }
 

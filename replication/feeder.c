@@ -53,6 +53,7 @@ struct bq_feeder {
     const bq_repl_log_t *log;
     void (*committed)(void *arg);
     void *arg;
+    bq_log_limit_t tls_refused; /* one "TLS peer refused" line a second */
     uv_tcp_t listener;
     bool listening, closing;
     uv_timer_t beat, deadline;
@@ -348,8 +349,12 @@ static void on_close(bq_link_t *l, const char *why, void *arg)
         committed(f);
     } else if (c->slot < 0) {
         forget_pending(f, c);
-        bq_log(c->routine ? BQ_LOG_DEBUG : BQ_LOG_INFO, "replication: connection closed",
-               "peer=%s why=\"%s\"", bq_link_peer_addr(l), why);
+        if (bq_link_tls_refused(why))
+            bq_log_limited(&f->tls_refused, BQ_LOG_WARN, "replication: TLS peer refused",
+                           "peer=%s why=\"%s\"", bq_link_peer_addr(l), why);
+        else
+            bq_log(c->routine ? BQ_LOG_DEBUG : BQ_LOG_INFO, "replication: connection closed",
+                   "peer=%s why=\"%s\"", bq_link_peer_addr(l), why);
     }
     free(c);
 }

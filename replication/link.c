@@ -504,6 +504,11 @@ const char *bq_link_security(const bq_link_t *l)
     return l->tls ? bq_tls_version(l->tls) : "plaintext";
 }
 
+bool bq_link_tls_refused(const char *why)
+{
+    return strncmp(why, "tls: ", 5) == 0 && !strstr(why, "closed by peer");
+}
+
 const char *bq_link_peer_addr(const bq_link_t *l)
 {
     return l->addr;

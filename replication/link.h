@@ -83,6 +83,11 @@ const char *bq_link_security(const bq_link_t *l);
  * connected). */
 const char *bq_link_peer_addr(const bq_link_t *l);
 
+/* Whether a close reason (on_close's why) says TLS refused the peer or
+ * was refused by it: a failed handshake or verification, not a peer that
+ * merely closed. */
+bool bq_link_tls_refused(const char *why);
+
 /* Starts closing the link (a TLS close_notify is sent first when
  * established); on_close(why) follows from the loop. Idempotent. */
 void bq_link_close(bq_link_t *l, const char *why);

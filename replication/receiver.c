@@ -26,6 +26,7 @@ struct bq_receiver {
     bq_repl_config_t cfg;
     const bq_repl_sink_t *sink;
     uv_timer_t retry, beat;
+    bq_log_limit_t tls_refused; /* one "TLS peer refused" line a second */
     bq_link_t *link;
     state_t state;
     bool closing;
@@ -254,6 +255,9 @@ static void on_close(bq_link_t *l, const char *why, void *arg)
                why);
         r->sink->primary(r->sink->arg, NULL, NULL, NULL);
         r->primary[0] = '\0';
+    } else if (bq_link_tls_refused(why)) {
+        bq_log_limited(&r->tls_refused, BQ_LOG_WARN, "replication: TLS peer refused",
+                       "peer=%s why=\"%s\"", r->cfg.peers[r->peer].name, why);
     } else {
         bq_log(BQ_LOG_DEBUG, "replication: no stream from peer", "peer=%s why=\"%s\"",
                r->cfg.peers[r->peer].name, why);
