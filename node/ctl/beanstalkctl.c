@@ -1,7 +1,8 @@
 /* beanstalkctl, the operator's tool for a beanstalkd-ha cluster: it reads
  * the command line (ctl_args.c), runs one command against the nodes' admin
  * HTTP API (ctl_cmd.c) and exits with 0 on success, 1 when the command
- * failed or some node did not answer, and 2 on a usage error. */
+ * failed or some node did not answer, 2 on a usage error, and 3 when
+ * handoff changed nothing because it had no standby or was refused. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,10 @@
 #include "ctl_args.h"
 #include "ctl_cmd.h"
 #include "ctl_http.h"
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define DEFAULT_HANDOFF STR(BQ_CTL_DEFAULT_HANDOFF_S) /* as a string literal */
 
 static const char usage_text[] =
     "Usage: beanstalkctl [OPTIONS] COMMAND [COMMAND OPTIONS]\n"
@@ -31,20 +36,27 @@ static const char usage_text[] =
     "                               make that standby the primary (--force: even if it\n"
     "                               may lack acknowledged writes)\n"
     "  switchover --to NODE_ID      have the primary among --nodes hand over to NODE_ID\n"
+    "  handoff [--node URL] [--timeout SECONDS] [--dry-run]\n"
+    "                               before that node stops: if it is the primary,\n"
+    "                               switch over to its best streaming standby and\n"
+    "                               wait; --timeout SECONDS bounds it all (default\n"
+    "                               " DEFAULT_HANDOFF "), --dry-run only says what it would do\n"
     "  metrics [--node URL]         the node's Prometheus metrics\n"
     "  certs --nodes ID,... --out DIR\n"
     "                               make a cluster CA, a certificate per node id and a\n"
     "                               client certificate for beanstalkctl in DIR\n"
     "\n"
-    "promote and metrics address --node, or the only node given.\n"
-    "Exit status: 0 success, 1 failure, 2 usage error.\n";
+    "promote, metrics and handoff address --node, or the only node given. After\n"
+    "handoff, --timeout is handoff's own, in seconds.\n"
+    "Exit status: 0 success, 1 failure, 2 usage error, 3 handoff changed nothing\n"
+    "(no streaming standby, or the primary refused).\n";
 
 typedef int (*command_fn)(const bq_ctl_args_t *a);
 
 static const command_fn commands[] = {
     [BQ_CTL_STATUS] = bq_ctl_cmd_status,         [BQ_CTL_PROMOTE] = bq_ctl_cmd_promote,
     [BQ_CTL_SWITCHOVER] = bq_ctl_cmd_switchover, [BQ_CTL_METRICS] = bq_ctl_cmd_metrics,
-    [BQ_CTL_CERTS] = bq_ctl_cmd_certs,
+    [BQ_CTL_CERTS] = bq_ctl_cmd_certs,           [BQ_CTL_HANDOFF] = bq_ctl_cmd_handoff,
 };
 
 int main(int argc, char **argv)

@@ -3,8 +3,9 @@
  * as the next word or after '=' (--timeout 500, --timeout=500). Options are
  * read in two phases: the global ones until the command word, then the
  * command's own (plus the global ones, except after certs, where --nodes
- * means node ids). What depends on several options - the TLS triple, the
- * node list and its source, the one node of promote and metrics - is
+ * means node ids, and --timeout after handoff, which is handoff's limit in
+ * seconds). What depends on several options - the TLS triple, the node
+ * list and its source, the one node of promote, metrics and handoff - is
  * checked once everything has been read. */
 #include "ctl_args.h"
 
@@ -21,7 +22,7 @@ typedef struct parse {
     int i;                /* the word being read */
     const char *cmd_name; /* the command word; NULL before it */
     const char *nodes;    /* global --nodes as given */
-    const char *node;     /* promote/metrics --node */
+    const char *node;     /* promote/metrics/handoff --node */
     const char *ids;      /* certs --nodes */
     char *err;
     size_t errlen;
@@ -32,7 +33,7 @@ static const struct {
     bq_ctl_cmd_t cmd;
 } commands[] = {
     {"status", BQ_CTL_STATUS},   {"promote", BQ_CTL_PROMOTE}, {"switchover", BQ_CTL_SWITCHOVER},
-    {"metrics", BQ_CTL_METRICS}, {"certs", BQ_CTL_CERTS},
+    {"metrics", BQ_CTL_METRICS}, {"certs", BQ_CTL_CERTS},     {"handoff", BQ_CTL_HANDOFF},
 };
 
 __attribute__((format(printf, 2, 3))) static int fail(parse_t *p, const char *fmt, ...)
@@ -75,6 +76,18 @@ static int parse_timeout(parse_t *p, const char *v)
     return 1;
 }
 
+static int parse_handoff_timeout(parse_t *p, const char *v)
+{
+    char *end;
+    errno = 0;
+    long s = strtol(v, &end, 10);
+    if (errno != 0 || end == v || *end != '\0' || s < 1 || s > BQ_CTL_MAX_HANDOFF_S)
+        return fail(p, "handoff --timeout takes seconds from 1 to %d, not '%s'",
+                    BQ_CTL_MAX_HANDOFF_S, v);
+    p->a->handoff_ms = s * 1000;
+    return 1;
+}
+
 /* A global option at the current word: 1 taken, 0 not one, <0 error. */
 static int global_opt(parse_t *p)
 {
@@ -97,7 +110,7 @@ static int global_opt(parse_t *p)
 static int command_opt(parse_t *p)
 {
     bq_ctl_args_t *a = p->a;
-    const char *w = p->argv[p->i];
+    const char *w = p->argv[p->i], *v = NULL;
     int r = 0;
     if (a->cmd == BQ_CTL_STATUS && strcmp(w, "--json") == 0) {
         a->json = true;
@@ -107,7 +120,13 @@ static int command_opt(parse_t *p)
         a->force = true;
         return 1;
     }
-    if (a->cmd == BQ_CTL_PROMOTE || a->cmd == BQ_CTL_METRICS)
+    if (a->cmd == BQ_CTL_HANDOFF && strcmp(w, "--dry-run") == 0) {
+        a->dry_run = true;
+        return 1;
+    }
+    if (a->cmd == BQ_CTL_HANDOFF && (r = opt_value(p, "--timeout", &v)) != 0)
+        return r < 0 ? r : parse_handoff_timeout(p, v);
+    if (a->cmd == BQ_CTL_PROMOTE || a->cmd == BQ_CTL_METRICS || a->cmd == BQ_CTL_HANDOFF)
         r = opt_value(p, "--node", &p->node);
     else if (a->cmd == BQ_CTL_SWITCHOVER)
         r = opt_value(p, "--to", &a->to);
@@ -230,7 +249,8 @@ static int finish_certs(parse_t *p)
     return split(p, p->ids, true);
 }
 
-/* The one node promote and metrics address: --node, else the only one. */
+/* The one node promote, metrics and handoff address: --node, else the only
+ * one. */
 static int pick_target(parse_t *p)
 {
     bq_ctl_args_t *a = p->a;
@@ -259,7 +279,7 @@ static int finish(parse_t *p, const char *env_nodes)
     int r = split(p, list, false);
     if (r != 0)
         return r;
-    if (a->cmd == BQ_CTL_PROMOTE || a->cmd == BQ_CTL_METRICS)
+    if (a->cmd == BQ_CTL_PROMOTE || a->cmd == BQ_CTL_METRICS || a->cmd == BQ_CTL_HANDOFF)
         return pick_target(p);
     if (a->cmd == BQ_CTL_SWITCHOVER && (a->to == NULL || *a->to == '\0'))
         return fail(p, "switchover needs --to NODE_ID");
@@ -271,6 +291,7 @@ int bq_ctl_args_parse(bq_ctl_args_t *a, int argc, char *const *argv, const char 
 {
     memset(a, 0, sizeof *a);
     a->timeout_ms = BQ_CTL_DEFAULT_TIMEOUT_MS;
+    a->handoff_ms = BQ_CTL_DEFAULT_HANDOFF_S * 1000L;
     parse_t p = {.a = a, .argc = argc, .argv = argv, .err = err, .errlen = errlen};
     if (errlen > 0)
         err[0] = '\0';

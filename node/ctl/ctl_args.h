@@ -5,8 +5,10 @@
  *                [--timeout MS] COMMAND [command options]
  *
  * Global options come before the command; every command but certs also
- * accepts them after it. A node given as host:port gets http:// (https://
- * when --tls-cert is given); trailing slashes are dropped. */
+ * accepts them after it, except that after handoff --timeout is handoff's
+ * own (for the whole command, in seconds). A node given as host:port gets
+ * http:// (https:// when --tls-cert is given); trailing slashes are
+ * dropped. */
 #ifndef BQ_CTL_ARGS_H
 #define BQ_CTL_ARGS_H
 
@@ -17,6 +19,11 @@
 #define BQ_CTL_DEFAULT_TIMEOUT_MS 10000
 #define BQ_CTL_MAX_TIMEOUT_MS 3600000 /* one hour */
 #define BQ_CTL_MAX_ID 64              /* a node id is a certificate's CN: at most 64 bytes */
+/* handoff --timeout, in seconds. The default leaves room for the nodes' own
+ * switchover limit, max(5 s, 3 x --failover-timeout): 5 s by default, 30 s
+ * at a failover timeout of 10 s. */
+#define BQ_CTL_DEFAULT_HANDOFF_S 30
+#define BQ_CTL_MAX_HANDOFF_S 3600
 
 typedef enum bq_ctl_cmd {
     BQ_CTL_HELP,
@@ -26,19 +33,22 @@ typedef enum bq_ctl_cmd {
     BQ_CTL_SWITCHOVER,
     BQ_CTL_METRICS,
     BQ_CTL_CERTS,
+    BQ_CTL_HANDOFF,
 } bq_ctl_cmd_t;
 
 typedef struct bq_ctl_args {
     bq_ctl_cmd_t cmd;
     char **nodes; /* status, switchover: base URLs; certs: node ids */
     size_t nnodes;
-    char *target;         /* promote, metrics: base URL of the one node addressed */
+    char *target;         /* promote, metrics, handoff: base URL of the one node addressed */
     const char *tls_cert; /* the three TLS files: all set or all NULL (borrowed from argv) */
     const char *tls_key;
     const char *tls_ca;
     long timeout_ms; /* per request, connection included */
+    long handoff_ms; /* handoff --timeout: for the whole command */
     bool json;       /* status --json */
     bool force;      /* promote --force */
+    bool dry_run;    /* handoff --dry-run */
     const char *to;  /* switchover --to (borrowed from argv) */
     const char *out; /* certs --out (borrowed from argv) */
 } bq_ctl_args_t;

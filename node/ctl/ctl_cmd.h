@@ -1,11 +1,16 @@
 /* beanstalkctl's commands, one function each: they take the parsed command
  * line, talk to the nodes (ctl_http.h) or write certificates
  * (ctl_certs.h), print results on stdout and errors on stderr, and return
- * the process's exit status: 0 success, 1 failure. */
+ * the process's exit status: 0 success, 1 failure (handoff also
+ * BQ_CTL_EXIT_REFUSED). */
 #ifndef BQ_CTL_CMD_H
 #define BQ_CTL_CMD_H
 
 #include "ctl_args.h"
+
+/* handoff's exit status when nothing was handed off and nothing changed
+ * because there was no standby to hand off to or the primary refused. */
+#define BQ_CTL_EXIT_REFUSED 3
 
 /* GET /status from every node at once; the table or --json. 0 when every
  * node answered with a status document, else 1 (the output says why). */
@@ -24,5 +29,13 @@ int bq_ctl_cmd_metrics(const bq_ctl_args_t *a);
 
 /* The cluster's certificates for node ids a->nodes in a->out. */
 int bq_ctl_cmd_certs(const bq_ctl_args_t *a);
+
+/* handoff (ctl_cmd_handoff.c): GET /status from a->target; if it is the
+ * primary, POST /switchover?to=<its best streaming standby> and wait for the
+ * answer, all within a->handoff_ms (a->dry_run: print the plan, send
+ * nothing). 0 handed off or not the primary; BQ_CTL_EXIT_REFUSED when there
+ * is no standby to hand off to or the node refused (409): nothing changed;
+ * 1 otherwise (no answer, 504, another status). */
+int bq_ctl_cmd_handoff(const bq_ctl_args_t *a);
 
 #endif

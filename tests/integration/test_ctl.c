@@ -4,10 +4,15 @@
  * and /switchover and recording every request line. They cover the status
  * table and --json, the exit status when a node is dead, promote with and
  * without --force and when the node refuses, switchover finding the primary
- * (and refusing with none or two), metrics passed through unchanged, the
+ * (and refusing with none or two), handoff (the standby it picks, dry runs,
+ * the exit status of each answer, nothing sent by a standby or a primary
+ * without a streaming standby), metrics passed through unchanged, the
  * usage exit status, and certs: files that `openssl verify` accepts for
  * their purpose, modes, no overwriting - and a mutual-TLS status through a
- * fake server that uses those certificates. */
+ * fake server that uses those certificates. Last, handoff on a real
+ * three-node cluster ($BQ_SERVER, automatic failover): on a standby and as
+ * a dry run it changes nothing; on the primary it hands over to a standby
+ * that then leads with every acknowledged job. */
 #define _GNU_SOURCE /* SOCK_CLOEXEC */
 #include <errno.h>
 #include <fcntl.h>
@@ -39,6 +44,7 @@
 #include <openssl/x509.h>
 
 #include "tests/support/bqtest.h"
+#include "tests/support/cluster.h"
 
 #define RUN_DEADLINE_MS 30000
 #define MAX_SEEN 16
@@ -63,9 +69,10 @@ typedef struct fake {
     int lfd;
     int port;
     pthread_t thread;
-    SSL_CTX *tls;       /* NULL: plaintext */
-    const char *status; /* body of GET /status */
-    int promote_code;   /* HTTP status of POST /promote */
+    SSL_CTX *tls;        /* NULL: plaintext */
+    const char *status;  /* body of GET /status */
+    int promote_code;    /* HTTP status of POST /promote */
+    int switchover_code; /* HTTP status of POST /switchover */
     pthread_mutex_t mu;
     char seen[MAX_SEEN][256]; /* request lines, "POST /promote?force=1" */
     int nseen;
@@ -107,7 +114,10 @@ static int answer(fake_t *f, const char *method, const char *target, const char 
         code = f->promote_code;
         *body = code == 200 ? "promoted" : "not a standby";
     } else if (post && strncmp(target, "/switchover?to=", 15) == 0) {
-        *body = "switchover done\n";
+        code = f->switchover_code;
+        *body = code == 200   ? "switchover done\n"
+                : code == 409 ? "a switchover is already in progress"
+                              : "the target did not catch up in time; writes resumed here";
     } else {
         code = 404;
         *body = "not found\n";
@@ -122,6 +132,13 @@ static void fake_set(fake_t *f, const char *status, int promote_code)
     pthread_mutex_lock(&f->mu);
     f->status = status;
     f->promote_code = promote_code;
+    pthread_mutex_unlock(&f->mu);
+}
+
+static void fake_set_switchover(fake_t *f, int code)
+{
+    pthread_mutex_lock(&f->mu);
+    f->switchover_code = code;
     pthread_mutex_unlock(&f->mu);
 }
 
@@ -192,6 +209,7 @@ static void fake_start(fake_t *f, const char *status, SSL_CTX *tls)
     memset(f, 0, sizeof *f);
     f->status = status;
     f->promote_code = 200;
+    f->switchover_code = 200;
     f->tls = tls;
     pthread_mutex_init(&f->mu, NULL);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -473,6 +491,253 @@ static void switchover_without_one_primary_fails(void **state)
     fake_stop(&b);
 }
 
+/* ---- handoff ---- */
+
+/* A primary with two streaming standbys (n3 has flushed more) and a witness. */
+static const char handoff_primary_doc[] =
+    "{\"node_id\":\"n1\",\"role\":\"primary\",\"epoch\":5,\"last_lsn\":123,"
+    "\"standbys\":[{\"node_id\":\"n2\",\"state\":\"streaming\",\"flushed_lsn\":121,"
+    "\"lag_records\":2},{\"node_id\":\"n3\",\"state\":\"streaming\",\"flushed_lsn\":123,"
+    "\"lag_records\":0},{\"node_id\":\"w\",\"state\":\"witness\",\"flushed_lsn\":123}]}";
+
+/* A primary whose only standbys cannot take over. */
+static const char lonely_primary_doc[] =
+    "{\"node_id\":\"n1\",\"role\":\"primary\",\"epoch\":5,\"last_lsn\":123,"
+    "\"standbys\":[{\"node_id\":\"n2\",\"state\":\"catching-up\",\"flushed_lsn\":100},"
+    "{\"node_id\":\"w\",\"state\":\"witness\"}]}";
+
+static void handoff_switches_over_to_the_best_standby(void **state)
+{
+    (void)state;
+    fake_t p;
+    char node[64], want[256];
+    fake_start(&p, handoff_primary_doc, NULL);
+    nodes_arg(node, sizeof node, &p, NULL);
+    run_t r = CTL("handoff", "--node", node, "--dry-run");
+    assert_int_equal(r.code, 0);
+    snprintf(want, sizeof want,
+             "would hand off to n3 (flushed LSN 123, lag 0 records): POST "
+             "http://127.0.0.1:%d/switchover?to=n3, waiting up to 30 s\n",
+             p.port);
+    assert_string_equal(r.out, want);
+    assert_string_equal(seen(&p, 0), "GET /status");
+    assert_null(seen(&p, 1)); /* a dry run sends nothing else */
+    run_free(&r);
+    r = CTL("--nodes", node, "handoff", "--timeout", "20");
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, "handed off to n3\n");
+    assert_string_equal(r.err, "");
+    assert_string_equal(seen(&p, 1), "GET /status");
+    assert_string_equal(seen(&p, 2), "POST /switchover?to=n3");
+    run_free(&r);
+    fake_set_switchover(&p, 409); /* refused: nothing changed */
+    r = CTL("--nodes", node, "handoff");
+    assert_int_equal(r.code, 3);
+    assert_string_equal(r.out, "");
+    assert_non_null(strstr(r.err, "switchover to n3 refused: HTTP 409: a switchover is already"));
+    run_free(&r);
+    fake_set_switchover(&p, 504); /* the node gave up: a failure */
+    r = CTL("--nodes", node, "handoff");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "switchover to n3 failed: HTTP 504: the target did not catch"));
+    assert_string_equal(seen(&p, 6), "POST /switchover?to=n3");
+    run_free(&r);
+    fake_stop(&p);
+}
+
+static void handoff_elsewhere_changes_nothing(void **state)
+{
+    (void)state;
+    fake_t s;
+    char node[64], dead[64];
+    fake_start(&s, standby_doc, NULL);
+    nodes_arg(node, sizeof node, &s, NULL);
+    run_t r = CTL("--nodes", node, "handoff");
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, "not the primary: nothing to hand off (role standby)\n");
+    assert_string_equal(seen(&s, 0), "GET /status");
+    assert_null(seen(&s, 1));
+    run_free(&r);
+    fake_set(&s, lonely_primary_doc, 200);
+    r = CTL("--nodes", node, "handoff");
+    assert_int_equal(r.code, 3);
+    assert_string_equal(r.out, "");
+    assert_non_null(strstr(r.err, ": no streaming standby to hand off to (n2: catching-up, w: "
+                                  "witness); nothing done\n"));
+    assert_null(seen(&s, 2)); /* only the two GET /status */
+    run_free(&r);
+    snprintf(dead, sizeof dead, "127.0.0.1:%d", bqt_free_port());
+    r = CTL("--nodes", dead, "handoff", "--dry-run");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, ": unreachable: "));
+    run_free(&r);
+    fake_stop(&s);
+}
+
+/* ---- handoff on a real cluster ---- */
+
+#define NJOBS 20
+
+static const char *const g_names[] = {"n1", "n2", "n3"};
+static const char *const auto_flags[] = {"--role=standby", "--failover=auto", "-f", "0", NULL};
+
+typedef struct real {
+    bqc_cluster_t *c;
+    bool passed;
+} real_t;
+
+static int real_setup(void **state)
+{
+    real_t *t = calloc(1, sizeof *t);
+    if (t == NULL || (t->c = bqc_new("bqctl-handoff", 3, g_names, NULL)) == NULL) {
+        free(t);
+        return -1;
+    }
+    *state = t;
+    return 0;
+}
+
+/* Stops the nodes even when the case failed half-way. */
+static int real_teardown(void **state)
+{
+    real_t *t = *state;
+    bqc_finish(t->c, t->passed);
+    free(t);
+    return 0;
+}
+
+typedef struct leader {
+    bqc_cluster_t *c;
+    int want;  /* the primary waited for; -1: any */
+    int index; /* out: the primary, -1 until found */
+    bqc_view_t v;
+} leader_t;
+
+/* Some node's `stats` comes from a primary (w->want, unless -1) that lists
+ * both other nodes as streaming; its index and view go to w. */
+static bool settled(void *arg)
+{
+    leader_t *w = arg;
+    for (size_t i = 0; i < w->c->n; i++) {
+        int fd = bqt_connect(w->c->node[i].srv.port);
+        char *r = fd >= 0 ? bqc_ask(fd, "stats\r\n", BQT_DEADLINE_MS) : NULL;
+        bool ok = r && bqc_view_parse(r, &w->v) == 0 && strcmp(w->v.role, "primary") == 0;
+        free(r);
+        if (fd >= 0)
+            close(fd);
+        int k = ok ? bqc_index(w->c, w->v.node) : -1;
+        if (w->want >= 0 && k != w->want)
+            k = -1;
+        for (size_t j = 0; k >= 0 && j < w->c->n; j++) {
+            int sb = (int)j == k ? 0 : bqc_view_standby(&w->v, w->c->node[j].name);
+            if (sb < 0 || ((int)j != k && strcmp(w->v.sb[sb].state, "streaming") != 0))
+                k = -1;
+        }
+        if (k >= 0) {
+            w->index = k;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Waits until node want (-1: any) leads with both others streaming. */
+static size_t wait_settled(bqc_cluster_t *c, int want, bqc_view_t *v)
+{
+    leader_t w = {.c = c, .want = want, .index = -1};
+    if (!bqt_wait_until(settled, &w, BQC_WAIT_MS))
+        fail_msg("no primary%s%s with both standbys streaming within %d ms", want >= 0 ? " " : "",
+                 want >= 0 ? c->node[want].name : "", BQC_WAIT_MS);
+    *v = w.v;
+    return (size_t)w.index;
+}
+
+static char *admin_url(char *buf, size_t cap, const bqc_cluster_t *c, size_t i)
+{
+    snprintf(buf, cap, "http://127.0.0.1:%d", c->node[i].admin_port);
+    return buf;
+}
+
+/* Puts NJOBS jobs through the primary p, each acknowledged; their ids in ids. */
+static void put_jobs(bqc_cluster_t *c, size_t p, unsigned long long *ids)
+{
+    int fd = bqt_connect(c->node[p].srv.port);
+    assert_true(fd >= 0);
+    for (int k = 0; k < NJOBS; k++) {
+        char cmd[64];
+        snprintf(cmd, sizeof cmd, "put 0 0 120 6\r\njob-%02d\r\n", k);
+        char *r = bqc_ask(fd, cmd, BQC_REPLY_MS);
+        if (r == NULL || sscanf(r, "INSERTED %llu", &ids[k]) != 1)
+            fail_msg("put %d through %s: %s", k, c->node[p].name, r ? r : "no reply");
+        free(r);
+    }
+    close(fd);
+}
+
+/* Every job of ids is on node i, with its body. */
+static void expect_jobs(bqc_cluster_t *c, size_t i, const unsigned long long *ids)
+{
+    int fd = bqt_connect(c->node[i].srv.port);
+    assert_true(fd >= 0);
+    for (int k = 0; k < NJOBS; k++) {
+        char cmd[64], want[64];
+        snprintf(cmd, sizeof cmd, "peek %llu\r\n", ids[k]);
+        snprintf(want, sizeof want, "FOUND %llu 6\r\njob-%02d\r\n", ids[k], k);
+        char *r = bqc_ask(fd, cmd, BQC_REPLY_MS);
+        if (r == NULL || strcmp(r, want) != 0)
+            fail_msg("job %llu on %s: %s", ids[k], c->node[i].name, r ? r : "no reply");
+        free(r);
+    }
+    close(fd);
+}
+
+/* Three nodes with automatic failover: handoff on a standby changes
+ * nothing; a dry run on the primary names a standby and changes nothing;
+ * handoff on the primary makes that standby the primary of the next epoch,
+ * with every acknowledged job. */
+static void handoff_on_a_real_cluster(void **state)
+{
+    real_t *t = *state;
+    bqc_cluster_t *c = t->c;
+    unsigned long long ids[NJOBS];
+    char url[64], want[128];
+    bqc_view_t before, after;
+    for (size_t i = 0; i < c->n; i++) {
+        c->node[i].admin_port = bqt_free_port();
+        bqc_start(c, i, auto_flags);
+    }
+    size_t p = wait_settled(c, -1, &before);
+    put_jobs(c, p, ids);
+
+    size_t s = (p + 1) % c->n;
+    run_t r = CTL("handoff", "--node", admin_url(url, sizeof url, c, s));
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, "not the primary: nothing to hand off (role standby)\n");
+    run_free(&r);
+    r = CTL("--nodes", admin_url(url, sizeof url, c, p), "handoff", "--dry-run");
+    assert_int_equal(r.code, 0);
+    assert_memory_equal(r.out, "would hand off to n", 19);
+    run_free(&r);
+    wait_settled(c, (int)p, &after); /* nothing changed */
+    assert_int_equal(after.epoch, before.epoch);
+
+    r = CTL("--nodes", admin_url(url, sizeof url, c, p), "handoff", "--timeout", "25");
+    if (r.code != 0)
+        fail_msg("handoff on the primary: exit %d, stdout \"%s\", stderr \"%s\"", r.code, r.out,
+                 r.err);
+    char target[32] = "";
+    assert_int_equal(sscanf(r.out, "handed off to %31s", target), 1);
+    int q = bqc_index(c, target);
+    assert_true(q >= 0 && (size_t)q != p);
+    snprintf(want, sizeof want, "handed off to %s\n", target);
+    assert_string_equal(r.out, want);
+    run_free(&r);
+    wait_settled(c, q, &after); /* the old primary follows it */
+    assert_true(after.epoch > before.epoch);
+    expect_jobs(c, (size_t)q, ids);
+    t->passed = true;
+}
+
 static void metrics_are_printed_unchanged(void **state)
 {
     (void)state;
@@ -668,10 +933,13 @@ int main(void)
         cmocka_unit_test(promote_with_several_nodes_is_a_usage_error),
         cmocka_unit_test(switchover_goes_to_the_primary),
         cmocka_unit_test(switchover_without_one_primary_fails),
+        cmocka_unit_test(handoff_switches_over_to_the_best_standby),
+        cmocka_unit_test(handoff_elsewhere_changes_nothing),
         cmocka_unit_test(metrics_are_printed_unchanged),
         cmocka_unit_test(certs_verify_with_their_ca),
         cmocka_unit_test(certs_never_overwrite),
         cmocka_unit_test(status_over_mutual_tls),
+        cmocka_unit_test_setup_teardown(handoff_on_a_real_cluster, real_setup, real_teardown),
     };
     return cmocka_run_group_tests_name("ctl", tests, NULL, NULL);
 }

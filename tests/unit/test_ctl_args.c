@@ -2,8 +2,9 @@
  * defaults and where the node list comes from (--nodes, then
  * $BEANSTALKCTL_NODES, then the default), how nodes become base URLs, the
  * global options before and after the command, each command's own options
- * and checks (the one node of promote and metrics, switchover's --to, the
- * node ids of certs), and the usage errors with their messages. */
+ * and checks (the one node of promote, metrics and handoff, switchover's
+ * --to, the node ids of certs, handoff's --timeout in seconds and
+ * --dry-run), and the usage errors with their messages. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -134,6 +135,53 @@ static void switchover_needs_to(void **state)
     EXPECT_USAGE("--to needs a value", "switchover", "--to");
 }
 
+static void handoff_targets_one_node(void **state)
+{
+    (void)state;
+    bq_ctl_args_t a;
+    assert_int_equal(PARSE(&a, NULL, "handoff"), 0); /* the local node by default */
+    assert_int_equal(a.cmd, BQ_CTL_HANDOFF);
+    assert_string_equal(a.target, BQ_CTL_DEFAULT_NODE);
+    assert_int_equal(a.handoff_ms, BQ_CTL_DEFAULT_HANDOFF_S * 1000L);
+    assert_int_equal(a.timeout_ms, BQ_CTL_DEFAULT_TIMEOUT_MS);
+    assert_false(a.dry_run);
+    bq_ctl_args_free(&a);
+    assert_int_equal(PARSE(&a, "h1:1", "handoff", "--dry-run"), 0);
+    assert_string_equal(a.target, "http://h1:1");
+    assert_true(a.dry_run);
+    bq_ctl_args_free(&a);
+    assert_int_equal(PARSE(&a, "h1:1,h2:2", "handoff", "--node", "h2:2"), 0);
+    assert_string_equal(a.target, "http://h2:2");
+    bq_ctl_args_free(&a);
+    EXPECT_USAGE("2 nodes given: choose one with --node", "--nodes", "h1:1,h2:2", "handoff");
+}
+
+static void handoff_timeout_is_seconds_after_the_command(void **state)
+{
+    (void)state;
+    bq_ctl_args_t a;
+    /* Before the command --timeout is the per-request limit in ms; after handoff, its own. */
+    assert_int_equal(
+        PARSE(&a, NULL, "--timeout", "1500", "handoff", "--timeout", "90", "--nodes", "h1:1"), 0);
+    assert_int_equal(a.timeout_ms, 1500);
+    assert_int_equal(a.handoff_ms, 90000);
+    bq_ctl_args_free(&a);
+    assert_int_equal(PARSE(&a, NULL, "handoff", "--timeout=3600", "--dry-run"), 0);
+    assert_int_equal(a.handoff_ms, 3600000);
+    assert_int_equal(a.timeout_ms, BQ_CTL_DEFAULT_TIMEOUT_MS);
+    bq_ctl_args_free(&a);
+    EXPECT_USAGE("handoff --timeout takes seconds from 1 to 3600, not '0'", "handoff", "--timeout",
+                 "0");
+    EXPECT_USAGE("handoff --timeout takes seconds from 1 to 3600, not '3601'", "handoff",
+                 "--timeout", "3601");
+    EXPECT_USAGE("handoff --timeout takes seconds from 1 to 3600, not '30s'", "handoff",
+                 "--timeout=30s");
+    EXPECT_USAGE("--timeout needs a value", "handoff", "--timeout");
+    EXPECT_USAGE("status does not take --dry-run", "status", "--dry-run");
+    EXPECT_USAGE("handoff does not take --to", "handoff", "--to", "n2");
+    EXPECT_USAGE("unexpected argument 'n2'", "handoff", "n2");
+}
+
 static void certs_takes_node_ids(void **state)
 {
     (void)state;
@@ -244,6 +292,8 @@ int main(void)
         cmocka_unit_test(global_options_after_the_command),
         cmocka_unit_test(promote_targets_the_only_node_or_node),
         cmocka_unit_test(switchover_needs_to),
+        cmocka_unit_test(handoff_targets_one_node),
+        cmocka_unit_test(handoff_timeout_is_seconds_after_the_command),
         cmocka_unit_test(certs_takes_node_ids),
         cmocka_unit_test(certs_id_length_limit),
         cmocka_unit_test(help_and_version),
