@@ -23,7 +23,12 @@
  * request bytes cannot make the kernel reset the connection before the
  * client read the answer. Reply handles of a closed connection are detached
  * (their conn set to NULL), never freed here. A route whose handler is NULL
- * answers 404, as if the node did not offer it. */
+ * answers 404, as if the node did not offer it.
+ *
+ * TLS: the client's certificate is asked for but optional, so that probes
+ * and scrapers that have none (a kubelet, Prometheus) can GET; a POST
+ * answers 403 unless the client presented a certificate of the cluster CA
+ * with one of the allowed names. */
 #include "node/admin.h"
 
 #include <arpa/inet.h>
@@ -502,8 +507,13 @@ static void handle_request(conn_t *c)
         const route_t *rt = &routes[i];
         if (strcmp(rt->path, q->path) != 0)
             continue;
-        if (rt->post ? q->method == BQ_HTTP_POST
-                     : q->method == BQ_HTTP_GET || q->method == BQ_HTTP_HEAD)
+        if (rt->post && q->method == BQ_HTTP_POST && c->tls && !bq_tls_peer_name(c->tls)) {
+            bq_log(BQ_LOG_WARN, "admin request refused: no allowed client certificate",
+                   "path=\"%s\" client=%s", q->path, c->peer);
+            send_text(c, 403, "a client certificate of the cluster with an allowed name "
+                              "(a peer or beanstalkctl) is required", NULL, false, q->keep_alive);
+        } else if (rt->post ? q->method == BQ_HTTP_POST
+                          : q->method == BQ_HTTP_GET || q->method == BQ_HTTP_HEAD)
             rt->serve(c, q);
         else
             send_text(c, 405, "method not allowed", rt->post ? "POST" : "GET, HEAD", is_head(q),
@@ -692,6 +702,10 @@ static void open_conn(bq_admin_t *a, uv_stream_t *server)
     bq_tls_io_t io = {tls_send, take_input, c};
     if (a->cfg.tls)
         c->tls = bq_tls_new(a->cfg.tls, true, a->cfg.names, a->cfg.nnames, &io);
+    if (c->tls) {
+        bq_tls_set_channel(c->tls, BQ_TLS_ADMIN);
+        bq_tls_peer_optional(c->tls);
+    }
     if ((a->cfg.tls && c->tls == NULL) || uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
         end_conn(c, false);
         return;

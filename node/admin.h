@@ -1,6 +1,8 @@
 /* The admin HTTP API (--admin-listen HOST:PORT, default 127.0.0.1 only):
  * HTTP/1.1 on the libuv loop, in plaintext on a loopback address and in
- * mutual TLS (replication/tls.h, the cluster's certificates) anywhere else.
+ * TLS (replication/tls.h, the cluster's certificates) anywhere else. Under
+ * TLS any client may GET; a POST needs a client certificate of the cluster
+ * CA with one of the allowed names (else 403).
  *
  *   GET  /healthz                  200 "ok": the process serves
  *   GET  /readyz                   200 "ready" or 503 with the reason
@@ -45,8 +47,8 @@ typedef struct bq_admin_config {
     const char *host;      /* numeric address to listen on */
     int port;
     SSL_CTX *tls;          /* borrowed; required unless host is a loopback address */
-    const char *const *names; /* names a client certificate may match (the peers and
-                                 "beanstalkctl"); borrowed */
+    const char *const *names; /* names a client certificate must match to POST (the
+                                 peers and "beanstalkctl"); borrowed */
     size_t nnames;
     unsigned request_timeout_ms; /* a request must arrive whole within this after the
                                     connection or the previous answer; 0: 10 s (tests

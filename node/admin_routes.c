@@ -1,17 +1,21 @@
-/* The admin API's routes on a cluster node: the cluster's state rendered as
- * the /status JSON document (cJSON) and as Prometheus metrics, and the
- * operator's requests handed to the cluster (node/cluster.h). */
+/* The admin API's routes: the node's state rendered as the /status JSON
+ * document (cJSON), /readyz from the same state, /metrics gathered from
+ * the engine, the binlog, the cluster and the process (node/metrics.h),
+ * and the operator's requests handed to the cluster (node/cluster.h). A
+ * single beanstalkd (no --role) serves the same routes: role "single",
+ * always ready, no promote or switchover (409). */
 #include "admin_routes.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
+#include "metrics.h"
+#include "replication/tls.h"
 #include "server.h"
 
 /* ---- /status ---- */
@@ -47,8 +51,26 @@ static void add_sync(cJSON *doc, const bq_cluster_status_t *st)
     cJSON_AddNumberToObject(sync, "in_sync", (double)st->in_sync);
 }
 
+/* A single beanstalkd's document: its role and binlog positions. */
+static char *single_json(const bq_cluster_status_t *st)
+{
+    cJSON *doc = cJSON_CreateObject();
+    if (!doc)
+        return NULL;
+    cJSON_AddStringToObject(doc, "role", st->role);
+    cJSON_AddNumberToObject(doc, "last_lsn", (double)st->last_lsn);
+    cJSON_AddNumberToObject(doc, "durable_lsn", (double)st->durable_lsn);
+    cJSON_AddNumberToObject(doc, "commit_lsn", (double)st->commit_lsn);
+    cJSON_AddBoolToObject(doc, "ready", st->ready);
+    char *text = cJSON_PrintUnformatted(doc);
+    cJSON_Delete(doc);
+    return text;
+}
+
 char *bq_admin_status_json(const bq_cluster_status_t *st)
 {
+    if (strcmp(st->role, "single") == 0)
+        return single_json(st);
     cJSON *doc = cJSON_CreateObject();
     if (!doc)
         return NULL;
@@ -88,112 +110,49 @@ char *bq_admin_status_json(const bq_cluster_status_t *st)
     return text;
 }
 
-/* ---- /metrics ---- */
-
-typedef struct text {
-    char *buf;
-    size_t len, cap;
-    bool failed;
-} text_t;
-
-static void put(text_t *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void put(text_t *t, const char *fmt, ...)
-{
-    va_list ap;
-    for (int pass = 0; pass < 2 && !t->failed; pass++) {
-        va_start(ap, fmt);
-        int n = vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            t->failed = true;
-        } else if ((size_t)n < t->cap - t->len) {
-            t->len += (size_t)n;
-            return;
-        } else {
-            size_t cap = (t->cap + (size_t)n) * 2;
-            char *p = realloc(t->buf, cap);
-            if (!p)
-                t->failed = true;
-            else
-                t->buf = p, t->cap = cap;
-        }
-    }
-}
-
-/* One family's HELP and TYPE lines. */
-static void family(text_t *t, const char *name, const char *type, const char *help)
-{
-    put(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
-static void standby_metrics(text_t *t, const bq_cluster_status_t *st)
-{
-    static const struct {
-        const char *name, *help;
-    } fam[] = {
-        {"beanstalkd_ha_standby_connected", "1 while the standby is connected"},
-        {"beanstalkd_ha_standby_lag_records", "records the standby has not applied"},
-        {"beanstalkd_ha_standby_lag_bytes", "binlog bytes the standby has not applied"},
-        {"beanstalkd_ha_standby_lag_seconds", "age of the oldest record the standby lacks"},
-    };
-    for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++) {
-        family(t, fam[f].name, "gauge", fam[f].help);
-        for (size_t i = 0; i < st->nstandbys; i++) {
-            const bq_cluster_standby_status_t *sb = &st->standbys[i];
-            double v = f == 0   ? strcmp(sb->state, "disconnected") != 0
-                       : f == 1 ? (double)sb->lag_records
-                       : f == 2 ? (double)sb->lag_bytes
-                                : sb->lag_seconds;
-            put(t, "%s{standby=\"%s\"} %.17g\n", fam[f].name, sb->name, v);
-        }
-    }
-}
-
-char *bq_admin_metrics_text(const bq_cluster_status_t *st)
-{
-    static const char *const roles[] = {"primary", "standby", "precandidate", "candidate"};
-    static const char *const states[] = {"off", "sync", "waiting", "degraded", "refusing"};
-    text_t t = {0};
-    family(&t, "beanstalkd_ha_role", "gauge", "1 for the node's current role");
-    for (size_t i = 0; i < sizeof roles / sizeof roles[0]; i++)
-        put(&t, "beanstalkd_ha_role{role=\"%s\"} %d\n", roles[i], strcmp(st->role, roles[i]) == 0);
-    family(&t, "beanstalkd_ha_epoch", "gauge", "the epoch the node is in");
-    put(&t, "beanstalkd_ha_epoch %" PRIu64 "\n", st->epoch);
-    family(&t, "beanstalkd_ha_last_lsn", "gauge", "the node's last binlog record");
-    put(&t, "beanstalkd_ha_last_lsn %" PRIu64 "\n", st->last_lsn);
-    family(&t, "beanstalkd_ha_durable_lsn", "gauge", "records up to here are on disk");
-    put(&t, "beanstalkd_ha_durable_lsn %" PRIu64 "\n", st->durable_lsn);
-    family(&t, "beanstalkd_ha_commit_lsn", "gauge", "replies up to here may be sent");
-    put(&t, "beanstalkd_ha_commit_lsn %" PRIu64 "\n", st->commit_lsn);
-    family(&t, "beanstalkd_ha_fenced", "gauge",
-           "1 while a primary without a majority refuses writes");
-    put(&t, "beanstalkd_ha_fenced %d\n", st->fenced);
-    family(&t, "beanstalkd_ha_ready", "gauge", "1 when the node serves clients (readyz)");
-    put(&t, "beanstalkd_ha_ready %d\n", st->ready);
-    if (st->sync_state) {
-        family(&t, "beanstalkd_ha_sync_state", "gauge", "1 for the primary's sync state");
-        for (size_t i = 0; i < sizeof states / sizeof states[0]; i++)
-            put(&t, "beanstalkd_ha_sync_state{state=\"%s\"} %d\n", states[i],
-                strcmp(st->sync_state, states[i]) == 0);
-        family(&t, "beanstalkd_ha_standbys_in_sync", "gauge", "standbys connected and in sync");
-        put(&t, "beanstalkd_ha_standbys_in_sync %zu\n", st->in_sync);
-        standby_metrics(&t, st);
-    }
-    if (t.failed) {
-        free(t.buf);
-        return NULL;
-    }
-    return t.buf;
-}
-
 /* ---- handlers ---- */
 
+static const char NOT_CLUSTER[] = "not a cluster node (started without --role)";
+
+/* A single beanstalkd (no --role): its binlog's positions, always ready. */
+static void single_status(bq_server_t *s, bq_cluster_status_t *st)
+{
+    memset(st, 0, sizeof *st);
+    st->role = "single";
+    st->ready = true;
+    if (s->binlog) {
+        st->epoch = bq_binlog_epoch(s->binlog);
+        st->last_lsn = bq_binlog_last_lsn(s->binlog);
+        st->durable_lsn = bq_binlog_durable_lsn(s->binlog);
+        st->commit_lsn = bq_binlog_release_lsn(s->binlog);
+    }
+}
+
+/* A standby that follows a primary is ready only while it lags at most
+ * READY_MAX_LAG records behind the commit LSN of the primary's last
+ * heartbeat (docs/admin-api.md). */
+static void apply_lag_bound(bq_cluster_status_t *st)
+{
+    static char why[128];
+    if (!st->ready || st->primary == NULL || strcmp(st->role, "primary") == 0 ||
+        st->primary_commit_lsn <= st->durable_lsn + BQ_ADMIN_READY_MAX_LAG)
+        return;
+    snprintf(why, sizeof why, "lagging %" PRIu64 " records behind the primary (bound %d)",
+             st->primary_commit_lsn - st->durable_lsn, BQ_ADMIN_READY_MAX_LAG);
+    st->ready = false;
+    st->not_ready = why;
+}
+
+/* The node's status now (new, free it), or NULL when out of memory. */
 static bq_cluster_status_t *status_now(bq_server_t *s)
 {
     bq_cluster_status_t *st = malloc(sizeof *st);
-    if (st)
+    if (st && !s->cluster) {
+        single_status(s, st);
+    } else if (st) {
         bq_cluster_status(s->cluster, st);
+        apply_lag_bound(st);
+    }
     return st;
 }
 
@@ -214,18 +173,54 @@ static char *h_status(void *arg)
     return doc;
 }
 
+static void binlog_figures(bq_binlog_t *b, bq_metrics_binlog_t *m)
+{
+    m->bytes_written = bq_binlog_written_bytes(b);
+    m->records_written = bq_binlog_records_written(b);
+    m->segments = bq_binlog_nsegs(b);
+    m->disk_bytes = bq_binlog_disk_bytes(b);
+    m->failing = bq_binlog_failing(b);
+    m->fsync = *bq_binlog_fsync_histogram(b);
+}
+
 static char *h_metrics(void *arg)
 {
-    bq_cluster_status_t *st = status_now(arg);
-    char *doc = st ? bq_admin_metrics_text(st) : NULL;
+    bq_server_t *s = arg;
+    bq_metrics_engine_t eng;
+    bq_metrics_binlog_t bl;
+    bq_metrics_process_t pr;
+    bq_cluster_status_t *st = s->cluster ? status_now(s) : NULL;
+    if ((s->cluster && !st) || bq_metrics_engine_read(s->engine, &eng) != 0) {
+        free(st);
+        return NULL;
+    }
+    bq_metrics_source_t src = {
+        .version = BQ_VERSION,
+        .engine = &eng,
+        .cluster = st,
+        .tls_failures_replication = bq_tls_handshake_failures(BQ_TLS_REPLICATION),
+        .tls_failures_admin = bq_tls_handshake_failures(BQ_TLS_ADMIN),
+    };
+    if (s->binlog) {
+        binlog_figures(s->binlog, &bl);
+        src.binlog = &bl;
+    }
+    if (bq_metrics_process_read(&pr) == 0)
+        src.process = &pr;
+    char *text = bq_metrics_render(&src);
+    bq_metrics_engine_free(&eng);
     free(st);
-    return doc;
+    return text;
 }
 
 static void h_promote(void *arg, bool force, bq_admin_reply_t *r)
 {
     bq_server_t *s = arg;
     char why[256];
+    if (!s->cluster) {
+        bq_admin_respond(r, 409, NOT_CLUSTER);
+        return;
+    }
     if (bq_cluster_promote(s->cluster, force, why, sizeof why) != 0) {
         bq_admin_respond(r, 409, why);
         return;
@@ -244,14 +239,10 @@ static void h_switchover(void *arg, const char *to, bq_admin_reply_t *r)
 {
     bq_server_t *s = arg;
     char why[256];
-    if (bq_cluster_switchover(s->cluster, to, switchover_done, r, why, sizeof why) != 0)
+    if (!s->cluster)
+        bq_admin_respond(r, 409, NOT_CLUSTER);
+    else if (bq_cluster_switchover(s->cluster, to, switchover_done, r, why, sizeof why) != 0)
         bq_admin_respond(r, 409, why);
-}
-
-/* 127.0.0.0/8 and ::1 (the address is numeric): plaintext is enough there. */
-static bool loopback(const char *host)
-{
-    return strncmp(host, "127.", 4) == 0 || strcmp(host, "::1") == 0;
 }
 
 int bq_admin_routes_start(bq_server_t *s, const bq_flags_t *f, bq_admin_t **out)
@@ -259,7 +250,7 @@ int bq_admin_routes_start(bq_server_t *s, const bq_flags_t *f, bq_admin_t **out)
     static const char *names[BQ_FLAGS_MAX_PEERS + 1];
     size_t n = 0;
     *out = NULL;
-    if (!f->admin_listen || !s->cluster)
+    if (!f->admin_listen)
         return 0;
     for (size_t i = 0; i < f->npeers; i++)
         names[n++] = f->peers[i].name;
@@ -274,7 +265,9 @@ int bq_admin_routes_start(bq_server_t *s, const bq_flags_t *f, bq_admin_t **out)
     }
     bq_admin_config_t cfg = {.host = host,
                              .port = atoi(colon + 1),
-                             .tls = loopback(host) ? NULL : bq_cluster_tls_server(s->cluster),
+                             .tls = bq_flags_admin_scope(f) == BQ_FLAGS_ADMIN_LOOPBACK
+                                        ? NULL
+                                        : bq_cluster_tls_server(s->cluster),
                              .names = names,
                              .nnames = n};
     bq_admin_handlers_t h = {.arg = s,
@@ -283,6 +276,11 @@ int bq_admin_routes_start(bq_server_t *s, const bq_flags_t *f, bq_admin_t **out)
                              .metrics = h_metrics,
                              .promote = h_promote,
                              .switchover = h_switchover};
+    if (bq_flags_admin_scope(f) == BQ_FLAGS_ADMIN_NOT_NUMERIC) {
+        bq_log(BQ_LOG_ERROR, "the admin API needs a numeric address (IPv4 or [IPv6])", "addr=%s",
+               f->admin_listen);
+        return -1;
+    }
     int r = bq_admin_start(&s->loop, &cfg, &h, out);
     if (r == -EINVAL) {
         bq_log(BQ_LOG_ERROR, "the admin API needs TLS off loopback (--tls-cert/--tls-key/--tls-ca)",
@@ -294,7 +292,7 @@ int bq_admin_routes_start(bq_server_t *s, const bq_flags_t *f, bq_admin_t **out)
                uv_strerror(r));
         return -1;
     }
-    bq_log(BQ_LOG_INFO, "admin API listening", "addr=%s security=%s", bq_admin_address(*out),
-           cfg.tls ? "mutual TLS" : "plaintext (loopback)");
+    bq_log(BQ_LOG_INFO, "admin API listening", "addr=%s security=\"%s\"", bq_admin_address(*out),
+           cfg.tls ? "TLS (client certificate required to POST)" : "plaintext (loopback)");
     return 0;
 }

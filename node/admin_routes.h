@@ -1,8 +1,8 @@
 /* The node's answers to the admin API (node/admin.h): /status as JSON and
- * /metrics in Prometheus text from the cluster's state, /readyz from the
- * same, and /promote and /switchover handed to the cluster. Started with
- * --admin-listen; in plaintext on a loopback address, else in mutual TLS
- * with the cluster's certificates (the node refuses to start without). */
+ * /metrics in Prometheus text (node/metrics.h), /readyz from the node's
+ * state, and /promote and /switchover handed to the cluster. Started with
+ * --admin-listen; in plaintext on a loopback address, else in TLS with the
+ * cluster's certificates (the node refuses to start without). */
 #ifndef BQ_NODE_ADMIN_ROUTES_H
 #define BQ_NODE_ADMIN_ROUTES_H
 
@@ -12,16 +12,17 @@
 
 typedef struct bq_server bq_server_t;
 
+/* A standby is ready while it lags at most this many records behind the
+ * commit LSN of its primary's last heartbeat. */
+#define BQ_ADMIN_READY_MAX_LAG 10000
+
 /* Starts the admin API of s as f->admin_listen says (nothing without it).
  * 0 and *out (NULL when not asked for), or -1 (logged). */
 int bq_admin_routes_start(bq_server_t *s, const bq_flags_t *f, bq_admin_t **out);
 
-/* The /status document of a cluster node: new, freed with free; NULL when
+/* The /status document of a node (role "single" without --role): new, freed with free; NULL when
  * out of memory. */
 char *bq_admin_status_json(const bq_cluster_status_t *st);
 
-/* The /metrics text of a cluster node: new, freed with free; NULL when out
- * of memory. */
-char *bq_admin_metrics_text(const bq_cluster_status_t *st);
 
 #endif

@@ -11,6 +11,7 @@
 #include <uv.h>
 
 #include "binlog_policy.h"
+#include "metrics_counters.h"
 #include "protocol/engine.h"
 
 typedef struct bq_binlog bq_binlog_t;
@@ -100,6 +101,15 @@ uint64_t bq_binlog_durable_lsn(const bq_binlog_t *b);
 
 /* Bytes of frames written since start (for replication lag in bytes). */
 uint64_t bq_binlog_written_bytes(const bq_binlog_t *b);
+
+/* Records written since start, and the bytes the segments take on disk
+ * (their preallocated size included), for /metrics. */
+uint64_t bq_binlog_records_written(const bq_binlog_t *b);
+uint64_t bq_binlog_disk_bytes(const bq_binlog_t *b);
+
+/* The durations of every fdatasync so far (borrowed; read on the loop
+ * thread). */
+const bq_histogram_t *bq_binlog_fsync_histogram(const bq_binlog_t *b);
 
 /* Segments on disk, oldest first: how many, and segment i of them. */
 size_t bq_binlog_nsegs(const bq_binlog_t *b);

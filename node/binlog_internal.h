@@ -6,6 +6,7 @@
 
 #include "binlog.h"
 #include "log.h"
+#include "metrics_counters.h"
 
 typedef struct seg {
     uint64_t seq;
@@ -41,9 +42,12 @@ struct bq_binlog {
     uint64_t live_jobs;
     /* fsync */
     uv_timer_t sync_timer;
-    uv_fs_t sync_req;
+    uv_work_t sync_work; /* the fdatasync on the threadpool */
     bool syncing, sync_again;
     int sync_fd;
+    int sync_res;         /* written by the worker: 0 or -errno */
+    int64_t sync_ns;      /* written by the worker: how long the fdatasync took */
+    bq_histogram_t fsync_hist; /* every fdatasync's duration (loop thread) */
     uint64_t sync_lsn, sync_seq, sync_off;
     int64_t dirty_since; /* loop ms of the first write no fsync covers; -1 if none */
     /* failures */

@@ -14,6 +14,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "metrics_counters.h"
 #include "protocol/frame.h"
 #include "proxy.h"
 #include "replication/feeder.h"
@@ -35,6 +36,8 @@ struct bq_cluster {
         int to;               /* the target's peer index; -1: none in progress */
         bool promoted;        /* Promote sent: nothing more is acknowledged */
         int64_t deadline;     /* ns (monotonic) */
+        int64_t lost_at;      /* after Promote: when the target's link was first seen
+                                 gone (ns, monotonic), 0 while it is up */
         bq_cluster_done_cb done;
         void *arg;
         uv_timer_t poll;
@@ -188,6 +191,7 @@ static void restart(bq_cluster_t *c, const char *why)
     if (bq_listen_pass_on_exec(&c->s->listener) != 0)
         bq_log(BQ_LOG_WARN, "cannot pass the listening socket on; the new image binds again",
                "err=\"%s\"", strerror(errno));
+    bq_metrics_counters_export_env();
     execv("/proc/self/exe", c->argv);
     bq_log(BQ_LOG_ERROR, "cannot restart; exiting so a supervisor restarts us",
            "err=\"%s\"", strerror(errno));
@@ -203,6 +207,7 @@ static void sink_resync_done(void *arg)
     c->resync = NULL;
     if (!r || bq_resync_finish(r) != 0)
         return;
+    bq_metrics_count(BQ_COUNTER_RESYNCS);
     restart(c, "install the resync");
 }
 
@@ -264,6 +269,7 @@ static void fo_lead(void *arg)
         n += snprintf(env + n, sizeof env - (size_t)n, "%s%" PRId64, i ? "," : "",
                       e->contact_at[i]);
     setenv("BQ_HA_OFFICE", env, 1);
+    bq_metrics_count(BQ_COUNTER_BECAME_PRIMARY);
     c->restart_why = "won the election: taking office as primary";
     uv_timer_start(&c->restart, on_restart, 20, 0);
 }
@@ -276,6 +282,7 @@ static void fo_step_down(void *arg)
     bq_cluster_t *c = arg;
     if (c->standby || c->restart_why)
         return;
+    bq_metrics_count(BQ_COUNTER_BECAME_STANDBY);
     c->restart_why = "a higher epoch exists: stepping down to standby";
     uv_timer_start(&c->restart, on_restart, 100, 0);
     bq_server_released(c->s);
@@ -550,6 +557,7 @@ static void handover_end(bq_cluster_t *c, int status, const char *text)
     c->handover.promoted = false;
     c->handover.done = NULL;
     uv_timer_stop(&c->handover.poll);
+    bq_metrics_count(status == 200 ? BQ_COUNTER_SWITCHOVERS_DONE : BQ_COUNTER_SWITCHOVERS_FAILED);
     bq_log(status == 200 ? BQ_LOG_INFO : BQ_LOG_WARN, "switchover", "result=\"%s\"", text);
     if (done)
         done(c->handover.arg, status, text);
@@ -575,6 +583,18 @@ static void on_handover_poll(uv_timer_t *t)
     bq_feeder_standby(c->feeder, to, now, &sb);
     if (!c->handover.promoted && !sb.connected) {
         handover_end(c, 504, "the target disconnected before it had every record; writes "
+                             "resumed here");
+        return;
+    }
+    /* After Promote the target drops its link to restart as primary and
+     * asks for our vote at once; silent for a timeout, it died. */
+    if (c->handover.promoted && sb.connected)
+        c->handover.lost_at = 0;
+    else if (c->handover.promoted && c->handover.lost_at == 0)
+        c->handover.lost_at = now;
+    else if (c->handover.promoted &&
+             now - c->handover.lost_at > (int64_t)c->f->failover_timeout_ms * 1000000) {
+        handover_end(c, 504, "the target went away after it was asked to stand; writes "
                              "resumed here");
         return;
     }
@@ -610,6 +630,7 @@ int bq_cluster_switchover(bq_cluster_t *c, const char *to, bq_cluster_done_cb do
     else {
         c->handover.to = peer;
         c->handover.promoted = false;
+        c->handover.lost_at = 0;
         c->handover.deadline = bq_clock_now().mono + (int64_t)switchover_ms(c->f) * 1000000;
         c->handover.done = done;
         c->handover.arg = arg;

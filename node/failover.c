@@ -17,6 +17,7 @@
 #include "election_store.h"
 #include "start_probe.h"
 #include "log.h"
+#include "metrics_counters.h"
 #include "replication/canvass.h"
 #include "replication/handshake.h"
 
@@ -214,6 +215,8 @@ static void send_request(bq_failover_t *fo)
                                    : "election: standing",
            "epoch=%" PRIu64 " last_epoch=%" PRIu64 " last_lsn=%" PRIu64, rq.epoch, rq.last.epoch,
            rq.last.lsn);
+    if (!rq.prevote)
+        bq_metrics_count(BQ_COUNTER_ELECTIONS_STARTED);
     bq_canvass_round(fo->canvass, &q, deadline);
 }
 
@@ -228,11 +231,14 @@ static bool apply(bq_failover_t *fo, unsigned eff)
     if (eff & BQ_EL_NEW_PRIMARY && fo->el.primary >= 0)
         bq_log(BQ_LOG_INFO, "election: the primary is known", "primary=%s epoch=%" PRIu64,
                voter_name(fo, fo->el.primary), fo->el.epoch);
-    if ((eff & BQ_EL_FENCE) && !(eff & BQ_EL_STEP_DOWN))
+    if ((eff & BQ_EL_FENCE) && !(eff & BQ_EL_STEP_DOWN)) {
         bq_log(fo->el.fenced ? BQ_LOG_WARN : BQ_LOG_INFO,
                fo->el.fenced ? "fenced: no majority in contact; writes are not acknowledged"
                              : "fencing lifted: a majority is in contact",
                "epoch=%" PRIu64, fo->el.epoch);
+        if (fo->el.fenced)
+            bq_metrics_count(BQ_COUNTER_FENCINGS);
+    }
     if ((eff & BQ_EL_FENCE) && fo->h.fence)
         fo->h.fence(fo->h.arg);
     if ((eff & BQ_EL_FENCE) && fo->el.fenced)
@@ -245,6 +251,7 @@ static bool apply(bq_failover_t *fo, unsigned eff)
         fo->h.step_down(fo->h.arg);
     if (eff & BQ_EL_LEAD) {
         bq_log(BQ_LOG_INFO, "election: won", "epoch=%" PRIu64, fo->el.epoch);
+        bq_metrics_count(BQ_COUNTER_ELECTIONS_WON);
         fo->h.lead(fo->h.arg);
     }
     arm(fo);
@@ -424,9 +431,11 @@ int bq_failover_promote(bq_failover_t *fo, bool force, char *why, size_t whylen)
         return -1;
     }
     if (force || safe_alone(fo)) {
-        if (force)
+        if (force) {
             bq_log(BQ_LOG_WARN, "forced promotion: writes the old primary acknowledged and this "
                    "node lacks are lost", "epoch=%" PRIu64, fo->el.epoch + 1);
+            bq_metrics_count(BQ_COUNTER_FORCED_PROMOTIONS);
+        }
         return apply(fo, bq_el_assume(&fo->el, now)) ? 0 : -1;
     }
     if (fo->el.cfg.nvoters == 2) {

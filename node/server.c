@@ -12,6 +12,7 @@
 #include "admin_routes.h"
 #include "clock.h"
 #include "conn.h"
+#include "metrics_counters.h"
 
 /* A standby runs no timers: its engine changes only by the primary's records. */
 static bool standby(const bq_server_t *s)
@@ -166,8 +167,12 @@ static void server_info(void *arg, bq_server_info_t *info)
 static bool log_room(void *arg, size_t bytes, bool is_delete)
 {
     bq_server_t *s = arg;
-    if (bq_cluster_refusal(s->cluster))
-        return false; /* too few standbys in sync, fenced, handing over */
+    if (bq_cluster_refusal(s->cluster)) {
+        /* Too few standbys in sync, fenced, handing over, since the last
+         * check: drain now, so that a put gets DRAINING. */
+        bq_server_check_refusal(s);
+        return false;
+    }
     return bq_binlog_room(s->binlog, bytes, is_delete);
 }
 
@@ -208,6 +213,8 @@ int bq_server_init(bq_server_t *s, const bq_flags_t *f)
         return BQ_SERVER_EINIT;
     }
     s->loop.data = s;
+    /* Counters carried across the re-exec of a role change. */
+    bq_metrics_counters_import_env();
     if (bq_sysinfo_init(&s->info, f->binlog_size) != 0)
         return BQ_SERVER_ESYSINFO;
     s->engine = make_engine(s, f);
@@ -304,9 +311,7 @@ int bq_server_start_binlog(bq_server_t *s, const bq_flags_t *f)
 int bq_server_start_cluster(bq_server_t *s, const bq_flags_t *f, const bq_failover_plan_t *plan,
                             char **argv)
 {
-    if (f->role == BQ_ROLE_SINGLE)
-        return 0;
-    if (bq_cluster_start(&s->cluster, s, f, plan, argv) != 0)
+    if (f->role != BQ_ROLE_SINGLE && bq_cluster_start(&s->cluster, s, f, plan, argv) != 0)
         return BQ_SERVER_EINIT;
     return bq_admin_routes_start(s, f, &s->admin) == 0 ? 0 : BQ_SERVER_EINIT;
 }

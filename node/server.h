@@ -58,7 +58,8 @@ int bq_server_init(bq_server_t *s, const bq_flags_t *f);
 int bq_server_start_binlog(bq_server_t *s, const bq_flags_t *f);
 
 /* With --role: starts replication (after bq_server_start_binlog); argv is
- * the process's, kept for a standby's restart after a resync. 0, or
+ * the process's, kept for a standby's restart after a resync. Then, with
+ * --admin-listen, the admin API (also on a single beanstalkd). 0, or
  * BQ_SERVER_EINIT (logged). */
 int bq_server_start_cluster(bq_server_t *s, const bq_flags_t *f, const bq_failover_plan_t *plan,
                             char **argv);

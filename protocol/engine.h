@@ -103,6 +103,31 @@ void bq_engine_set_draining(bq_engine_t *e, bool draining);
 /* True in drain mode. */
 bool bq_engine_draining(const bq_engine_t *e);
 
+/* The server-wide figures of `stats`, read without running a command (no
+ * counter is bumped). */
+typedef struct bq_engine_stats {
+    uint64_t ready, reserved, delayed, buried, urgent; /* current jobs */
+    uint64_t total_jobs, timeouts;                     /* since start-up */
+    uint64_t clients, producers, workers, waiting;     /* current connections */
+    uint64_t total_conns;                              /* since start-up */
+    uint64_t ntubes;
+    uint64_t op_ct[BQ_OP_COUNT]; /* commands run, by op (cmd-* of stats) */
+    bool draining;
+} bq_engine_stats_t;
+
+/* Fills *out with e's figures. */
+void bq_engine_stats(const bq_engine_t *e, bq_engine_stats_t *out);
+
+/* One tube's current jobs, as `stats-tube` counts them. */
+typedef struct bq_engine_tube_stats {
+    const char *name; /* borrowed from e until the tube goes away */
+    size_t name_len;
+    uint64_t ready, reserved, delayed, buried, urgent;
+} bq_engine_tube_stats_t;
+
+/* Fills *out for tube i (0 <= i < stats.ntubes, in list-tubes order). */
+void bq_engine_tube_stats(const bq_engine_t *e, size_t i, bq_engine_tube_stats_t *out);
+
 /* The -z limit in force. */
 uint32_t bq_engine_max_job_size(const bq_engine_t *e);
 

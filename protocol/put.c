@@ -87,7 +87,13 @@ void bq_engine_put_finish(bq_engine_t *e, bq_client_t *c, bq_job_t *j, bq_now_t 
     j->tube = t;
     if (reserve_room(e, t, j) != 0) {
         free(j);
-        BQ_SEND(e, c, "OUT_OF_MEMORY\r\n");
+        /* The log hook may have refused because the node just began to
+         * refuse writes (a cluster primary fenced meanwhile): it then set
+         * draining, and the client gets the reply it would have got. */
+        if (e->draining)
+            BQ_SEND(e, c, "DRAINING\r\n");
+        else
+            BQ_SEND(e, c, "OUT_OF_MEMORY\r\n");
         return;
     }
     bq__jobtab_insert(&e->jobs, j);

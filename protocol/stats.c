@@ -186,3 +186,38 @@ void bq__stats_list_watched(bq_engine_t *e, bq_client_t *c)
 {
     send_list(e, c, c->nwatch, watched_at, c);
 }
+
+void bq_engine_stats(const bq_engine_t *e, bq_engine_stats_t *out)
+{
+    *out = (bq_engine_stats_t){
+        .ready = e->ready_ct,
+        .reserved = e->reserved_ct,
+        .delayed = e->delayed_ct,
+        .buried = e->buried_ct,
+        .urgent = e->urgent_ct,
+        .total_jobs = e->total_jobs_ct,
+        .timeouts = e->timeout_ct,
+        .clients = e->nclients,
+        .producers = e->producers,
+        .workers = e->workers,
+        .waiting = e->waiting_ct,
+        .total_conns = e->total_conns,
+        .ntubes = e->ntubes,
+        .draining = e->draining,
+    };
+    memcpy(out->op_ct, e->op_ct, sizeof out->op_ct);
+}
+
+void bq_engine_tube_stats(const bq_engine_t *e, size_t i, bq_engine_tube_stats_t *out)
+{
+    const bq_tube_t *t = e->tubes[i];
+    *out = (bq_engine_tube_stats_t){
+        .name = t->name,
+        .name_len = t->name_len,
+        .ready = t->ready.len,
+        .reserved = t->reserved_ct,
+        .delayed = t->delay.len,
+        .buried = t->buried.len,
+        .urgent = t->urgent_ct,
+    };
+}

@@ -11,9 +11,16 @@
  * that refuses that certificate answers with an alert which the client only
  * reads later, as an error from bq_tls_feed after it may already have sent
  * application data. That is expected: the link reports the failure then and
- * the replication handshake never got an answer. */
+ * the replication handshake never got an answer.
+ *
+ * The admin API's server side may make the peer's certificate optional
+ * (bq_tls_peer_optional): the handshake then completes whatever the client
+ * presents, and only bq_tls_peer_name tells an authenticated client (a
+ * certificate that verified and matched an allowed name) from the others.
+ * Failed handshakes are counted per channel kind for /metrics. */
 #include "replication/tls.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,8 +37,13 @@ struct bq_tls {
     bq_tls_io_t io;
     bool established;
     bool failed;
+    bool optional; /* the peer's certificate is optional (bq_tls_peer_optional) */
+    bq_tls_channel_t channel;
     char err[512];
 };
+
+/* Handshake failures by channel kind; channels may live on several threads. */
+static atomic_ullong handshake_failures[BQ_TLS_CHANNELS];
 
 /* Appends OpenSSL's queued errors to buf (after what it holds), one line. */
 static void drain_errors(char *buf, size_t cap)
@@ -152,6 +164,8 @@ static int fail(bq_tls_t *t, const char *what)
 {
     if (!t->failed) {
         t->failed = true;
+        if (!t->established)
+            atomic_fetch_add_explicit(&handshake_failures[t->channel], 1, memory_order_relaxed);
         snprintf(t->err, sizeof t->err, "%s", what);
         long vr = SSL_get_verify_result(t->ssl);
         if (vr != X509_V_OK) {
@@ -173,6 +187,10 @@ static int fail(bq_tls_t *t, const char *what)
  * it matched one of the allowed names. Never trust the handshake alone. */
 static int check_peer(bq_tls_t *t)
 {
+    if (t->optional) {
+        t->established = true;
+        return 0;
+    }
     if (SSL_get0_peer_certificate(t->ssl) == NULL)
         return fail(t, "peer presented no certificate");
     if (SSL_get_verify_result(t->ssl) != X509_V_OK)
@@ -194,6 +212,34 @@ static int check_io(bq_tls_t *t, int r, const char *what)
     char msg[96];
     snprintf(msg, sizeof msg, "%s failed", what);
     return fail(t, msg);
+}
+
+/* Optional certificates: the handshake goes on whatever the verification
+ * found; the result stays in SSL_get_verify_result. */
+static int accept_any(int preverify, X509_STORE_CTX *ctx)
+{
+    (void)preverify;
+    (void)ctx;
+    return 1;
+}
+
+void bq_tls_peer_optional(bq_tls_t *t)
+{
+    t->optional = true;
+    SSL_set_verify(t->ssl, SSL_VERIFY_PEER, accept_any);
+}
+
+void bq_tls_set_channel(bq_tls_t *t, bq_tls_channel_t ch)
+{
+    if (ch < BQ_TLS_CHANNELS)
+        t->channel = ch;
+}
+
+uint64_t bq_tls_handshake_failures(bq_tls_channel_t ch)
+{
+    return ch < BQ_TLS_CHANNELS
+               ? atomic_load_explicit(&handshake_failures[ch], memory_order_relaxed)
+               : 0;
 }
 
 int bq_tls_start(bq_tls_t *t)
@@ -282,7 +328,12 @@ bool bq_tls_established(const bq_tls_t *t)
 
 const char *bq_tls_peer_name(const bq_tls_t *t)
 {
-    return t->established ? SSL_get0_peername(t->ssl) : NULL;
+    /* With an optional certificate, a name can match on a certificate whose
+     * chain did not verify: the verification result decides. */
+    if (!t->established || SSL_get0_peer_certificate(t->ssl) == NULL ||
+        SSL_get_verify_result(t->ssl) != X509_V_OK)
+        return NULL;
+    return SSL_get0_peername(t->ssl);
 }
 
 const char *bq_tls_version(const bq_tls_t *t)

@@ -45,6 +45,27 @@ typedef struct bq_tls_io {
 bq_tls_t *bq_tls_new(SSL_CTX *ctx, bool server, const char *const *names, size_t nnames,
                      const bq_tls_io_t *io);
 
+/* Server side, before the first bq_tls_feed: the peer's certificate is
+ * asked for but not required, and one that fails verification does not
+ * stop the handshake (the admin API serves GETs to any TLS client). The
+ * channel is then established without a certificate; bq_tls_peer_name
+ * says whether one was presented, verified and allowed. */
+void bq_tls_peer_optional(bq_tls_t *t);
+
+/* What a channel carries, for counting its handshake failures. */
+typedef enum bq_tls_channel {
+    BQ_TLS_REPLICATION, /* the default */
+    BQ_TLS_ADMIN,
+    BQ_TLS_CHANNELS
+} bq_tls_channel_t;
+
+/* Counts t's handshake failure, if any, under ch instead of replication. */
+void bq_tls_set_channel(bq_tls_t *t, bq_tls_channel_t ch);
+
+/* Channels of kind ch whose handshake failed (any reason: no or a bad
+ * certificate, a name not allowed, not TLS, an alert) in this process. */
+uint64_t bq_tls_handshake_failures(bq_tls_channel_t ch);
+
 /* Client side: starts the handshake (sends the ClientHello). 0 or -1. */
 int bq_tls_start(bq_tls_t *t);
 
@@ -64,7 +85,8 @@ void bq_tls_shutdown(bq_tls_t *t);
 /* True once the handshake completed and the peer's certificate passed. */
 bool bq_tls_established(const bq_tls_t *t);
 
-/* The allowed name the peer's certificate matched; NULL before. */
+/* The allowed name the peer's certificate matched, once established and
+ * only if that certificate verified; NULL otherwise. */
 const char *bq_tls_peer_name(const bq_tls_t *t);
 
 /* The negotiated protocol ("TLSv1.3"), or "" before the handshake. */

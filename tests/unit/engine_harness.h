@@ -161,6 +161,8 @@ typedef struct h_log {
     unsigned asks;      /* calls of log_room */
     size_t last_room;   /* bytes of the latest granted log_room, until a record uses it */
     bool last_is_delete;
+    bool drain_on_refusal; /* a refusal also sets the engine draining, as a cluster node
+                              that began to refuse writes does */
 } h_log_t;
 
 static inline bool h_hook_log_room(void *arg, size_t bytes, bool is_delete)
@@ -168,8 +170,11 @@ static inline bool h_hook_log_room(void *arg, size_t bytes, bool is_delete)
     h_log_t *l = ((harness_t *)arg)->log;
     l->asks++;
     l->last_is_delete = is_delete;
-    if (l->grants == 0)
+    if (l->grants == 0) {
+        if (l->drain_on_refusal)
+            bq_engine_set_draining(((harness_t *)arg)->e, true);
         return false;
+    }
     if (l->grants > 0)
         l->grants--;
     l->last_room = bytes;

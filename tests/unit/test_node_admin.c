@@ -7,8 +7,9 @@
  * requests answered at once, later from a timer (the next pipelined request
  * waits) and after the client went away or the server stopped, the
  * connection limit, the request deadline (a slow trickle gets 408), and
- * TLS: no plaintext off loopback, refused clients (no certificate, a name
- * not allowed, plaintext) and an accepted one. Certificates come from
+ * TLS: no plaintext off loopback; GETs served to clients without an allowed
+ * certificate (none, a name not allowed, a forged one) whose POSTs get 403,
+ * plaintext on the TLS port refused and counted; an allowed client. Certificates come from
  * deploy/mkcerts. Every wait runs the loop until a condition holds, under a
  * uv_timer deadline that fails the test. */
 #include <setjmp.h>
@@ -351,6 +352,14 @@ static int setup_certs(void **state)
         return -1;
     char cmd[512];
     snprintf(cmd, sizeof cmd, "'%s' '%s' alpha beanstalkctl", BQ_MKCERTS, dir);
+    if (system(cmd) != 0)
+        return -1;
+    /* Self-signed, claiming an allowed name: must not be trusted. */
+    snprintf(cmd, sizeof cmd,
+             "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 "
+             "-keyout '%s/forged.key' -out '%s/forged.pem' -subj /CN=beanstalkctl "
+             "-addext subjectAltName=DNS:beanstalkctl >/dev/null 2>&1",
+             dir, dir);
     return system(cmd) == 0 ? 0 : -1;
 }
 
@@ -719,21 +728,41 @@ static SSL_CTX *ctx_without_certificate(void)
     return ctx;
 }
 
-static void tls_refuses_clients_without_an_allowed_certificate(void **state)
+/* Under TLS any client may GET (probes and scrapers have no certificate);
+ * a POST needs a certificate of the cluster CA with an allowed name: no
+ * certificate, a name not allowed, and a self-signed certificate that
+ * claims an allowed name all get 403. A plaintext client never gets an
+ * answer, and counts as a failed admin handshake. */
+static void tls_serves_gets_to_all_and_posts_to_allowed_names(void **state)
 {
     (void)state;
     W->sctx = ctx_for(true, "alpha");
     start(0, W->sctx);
-    const char *req = "GET /status HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n";
+    W->fake.answer_now = 200;
+    uint64_t failures = bq_tls_handshake_failures(BQ_TLS_ADMIN);
+    const char *req = "GET /status HTTP/1.1\r\nHost: a\r\n\r\n"
+                      "GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n"
+                      "POST /promote HTTP/1.1\r\nHost: a\r\n\r\n"
+                      "POST /switchover?to=beta HTTP/1.1\r\nHost: a\r\n\r\n"
+                      "GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n";
     client_t *none = client_open(req, ctx_without_certificate());
     client_t *wrong = client_open(req, ctx_for(false, "wrongname"));
+    client_t *forged = client_open(req, ctx_for(false, "forged"));
     client_t *plain = client_open(req, NULL);
-    RUN_UNTIL(none->closed && wrong->closed && plain->closed);
-    assert_int_equal(none->len, 0);
-    assert_int_equal(wrong->len, 0);
+    RUN_UNTIL(none->closed && wrong->closed && forged->closed && plain->closed);
+    client_t *refused[] = {none, wrong, forged};
+    for (size_t i = 0; i < 3; i++) {
+        client_t *c = refused[i];
+        assert_false(c->failed);
+        assert_non_null(strstr(c->buf, "{\"role\":\"primary\",\"epoch\":3}"));
+        assert_non_null(strstr(c->buf, "bq_up 1\n"));
+        assert_int_equal(count(c->buf, "HTTP/1.1 403 Forbidden\r\n"), 2);
+        assert_non_null(strstr(c->buf, "client certificate"));
+        assert_non_null(strstr(c->buf, "\r\n\r\nok\n"));
+    }
+    assert_int_equal(W->fake.promotes + W->fake.switchovers, 0);
     assert_null(strstr(plain->buf, "HTTP/"));
-    assert_true(none->failed || none->eof);
-    assert_true(wrong->failed || wrong->eof);
+    assert_true(bq_tls_handshake_failures(BQ_TLS_ADMIN) >= failures + 1);
 }
 
 static void tls_serves_an_allowed_client(void **state)
@@ -770,7 +799,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(connection_limit_refuses_the_65th, setup, teardown),
         cmocka_unit_test_setup_teardown(slow_requests_time_out, setup, teardown),
         cmocka_unit_test_setup_teardown(plaintext_only_on_loopback, setup, teardown),
-        cmocka_unit_test_setup_teardown(tls_refuses_clients_without_an_allowed_certificate, setup,
+        cmocka_unit_test_setup_teardown(tls_serves_gets_to_all_and_posts_to_allowed_names, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(tls_serves_an_allowed_client, setup, teardown),
     };

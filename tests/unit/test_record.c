@@ -595,6 +595,27 @@ static void refused_room_put(void **state)
     h_done(h);
 }
 
+/* A log hook that refuses because the node just began to refuse writes
+ * (it drains first) makes the put answer DRAINING, not OUT_OF_MEMORY. */
+static void refused_room_put_while_starting_to_drain(void **state)
+{
+    (void)state;
+    harness_t *h = h_new_logged(0);
+    int a = h_open(h);
+    assert_int_equal(h_put(h, a, 1, 0, 10, "abc"), 1);
+    h->log->drain_on_refusal = true;
+    h->log->grants = 0;
+    size_t n = h->log->n;
+    h_cmd(h, a, "put 1 0 10 3\r\nabc\r\n", "DRAINING\r\n");
+    h->log->grants = -1;
+    assert_int_equal(h->log->n, n);
+    assert_true(bq_engine_draining(h->e));
+    assert_int_equal(h_stat(h, a, "stats\r\n", "current-jobs-ready"), 1);
+    bq_engine_set_draining(h->e, false);
+    assert_int_equal(h_put(h, a, 1, 0, 10, "abc"), 3);
+    h_done(h);
+}
+
 static void refused_room_delete_in_every_state(void **state)
 {
     (void)state;
@@ -1612,6 +1633,7 @@ int main(void)
         cmocka_unit_test(record_pause_tube),
         cmocka_unit_test(record_nothing_for_changes_that_are_not_durable),
         cmocka_unit_test(refused_room_put),
+        cmocka_unit_test(refused_room_put_while_starting_to_drain),
         cmocka_unit_test(refused_room_delete_in_every_state),
         cmocka_unit_test(refused_room_release_bury_kick_job_pause),
         cmocka_unit_test(refused_room_kick_counts_only_kicked_jobs),
