@@ -7,11 +7,14 @@
  * a few exist only as long options (switches, --import-beanstalkd DIR and
  * the cluster options, with no short flag). Values are checked as they are
  * read; what depends on several options (the cluster's consistency, the
- * import's destination) is checked once every option has been read. */
+ * import's destination) is checked once every option has been read. The
+ * one-line description that --check-config prints is made here too, from
+ * the parsed flags alone. */
 #include "flags.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -46,6 +49,7 @@ static const long_opt_t long_opts[] = {
     {"binlog-skip-corrupt", 0, offsetof(bq_flags_t, skip_corrupt), false},
     {"import-accept-prefix", 0, offsetof(bq_flags_t, import_accept_prefix), false},
     {"repl-plaintext", 0, offsetof(bq_flags_t, repl_plaintext), true},
+    {"check-config", 0, offsetof(bq_flags_t, check_config), false},
 };
 
 static const char *const warning_texts[] = {
@@ -379,7 +383,7 @@ static const long_arg_t long_args[] = {
     {"status-interval", set_ms, FIELD(status_interval_ms), 0, true},
     {"failover", set_failover, 0, 0, true},
     {"failover-timeout", set_ms, FIELD(failover_timeout_ms), 100, true},
-    {"admin-listen", set_admin, FIELD(admin_listen), 0, true},
+    {"admin-listen", set_admin, FIELD(admin_listen), 0, false},
 };
 
 /* The value of the long option argv[*i]: after its "=", or the next
@@ -574,9 +578,13 @@ bq_flags_action_t bq_flags_parse(bq_flags_t *f, int argc, char *const *argv)
         if (r != BQ_FLAGS_RUN)
             return r;
     }
-    if (check_cluster(f, cluster) != BQ_FLAGS_RUN)
+    if (check_cluster(f, cluster) != BQ_FLAGS_RUN || check_import(f) == BQ_FLAGS_USAGE)
         return f->action;
-    return check_import(f);
+    if (!f->check_config)
+        return f->action;
+    if (f->action == BQ_FLAGS_IMPORT)
+        return fail(f, "flag conflicts with --import-beanstalkd", "--check-config");
+    return f->action = BQ_FLAGS_CHECK;
 }
 
 const char *bq_flags_warning(unsigned bit)
@@ -585,6 +593,145 @@ const char *bq_flags_warning(unsigned bit)
         if (bit == 1u << k)
             return warning_texts[k];
     return "unknown warning";
+}
+
+/* ---- --check-config: the effective configuration as one logfmt line ---- */
+
+typedef struct line {
+    char *buf;
+    size_t cap, len; /* cap > 0; buf[len] == '\0' */
+    bool overflow;
+} line_t;
+
+__attribute__((format(printf, 2, 3))) static void put(line_t *l, const char *fmt, ...)
+{
+    va_list ap;
+    size_t room = l->cap - l->len;
+    va_start(ap, fmt);
+    int n = vsnprintf(l->buf + l->len, room, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= room) {
+        l->overflow = true;
+        l->len = l->cap - 1;
+        return;
+    }
+    l->len += (size_t)n;
+}
+
+/* " key=value", the value in double quotes (with \" and \\) unless it is
+ * made of characters that need none. */
+static void put_value(line_t *l, const char *key, const char *value)
+{
+    size_t n = strlen(value);
+    if (n > 0 && strspn(value, ALNUM "._-/:@,[]*+") == n) {
+        put(l, " %s=%s", key, value);
+        return;
+    }
+    put(l, " %s=\"", key);
+    for (const char *c = value; *c; c++)
+        put(l, *c == '"' || *c == '\\' ? "\\%c" : "%c", *c);
+    put(l, "\"");
+}
+
+/* HOST:PORT, an IPv6 HOST in brackets. */
+static void format_addr(char *out, size_t cap, const char *host, const char *port)
+{
+    snprintf(out, cap, strchr(host, ':') ? "[%s]:%s" : "%s:%s", host, port);
+}
+
+static const char *role_name(bq_role_t role)
+{
+    static const char *const names[] = {"single", "primary", "standby", "witness"};
+    return names[role];
+}
+
+/* The client listener: unix:PATH, or HOST:PORT with * for every address. */
+static void describe_listen(line_t *l, const bq_flags_t *f)
+{
+    char addr[600];
+    if (f->addr && strncmp(f->addr, "unix:", 5) == 0)
+        snprintf(addr, sizeof addr, "%s", f->addr);
+    else
+        format_addr(addr, sizeof addr, f->addr ? f->addr : "*", f->port);
+    put_value(l, "listen", addr);
+}
+
+/* The replication and admin endpoints, TLS, sync mode and every peer. */
+static void describe_cluster(line_t *l, const bq_flags_t *f)
+{
+    char addr[600];
+    const bq_flags_peer_t *self = f->peers;
+    while (strcmp(self->name, f->node_id) != 0)
+        self++; /* check_peers made sure it is there */
+    if (f->repl_listen)
+        snprintf(addr, sizeof addr, "%s", f->repl_listen);
+    else
+        format_addr(addr, sizeof addr, self->host, self->port);
+    put_value(l, "repl_listen", addr);
+    put(l, " repl_tls=%s", f->repl_plaintext ? "off" : "on");
+    if (f->admin_listen) {
+        put_value(l, "admin_listen", f->admin_listen);
+        put(l, " admin_tls=%s", bq_flags_admin_scope(f) == BQ_FLAGS_ADMIN_REMOTE ? "on" : "off");
+    }
+    put(l, " sync_standbys=%ld sync_fallback=%s failover_timeout_ms=%zu", f->sync_standbys,
+        f->sync_fallback_async ? "async" : "refuse", f->failover_timeout_ms);
+    put(l, " peers=");
+    for (size_t k = 0; k < f->npeers; k++) {
+        format_addr(addr, sizeof addr, f->peers[k].host, f->peers[k].port);
+        put(l, "%s%s@%s", k ? "," : "", f->peers[k].name, addr);
+    }
+}
+
+int bq_flags_describe(const bq_flags_t *f, char *buf, size_t cap)
+{
+    line_t l = {.buf = buf, .cap = cap};
+    if (cap == 0)
+        return -1;
+    buf[0] = '\0';
+    put(&l, "config=ok role=%s", role_name(f->role));
+    if (f->role != BQ_ROLE_SINGLE)
+        put(&l, " node_id=%s cluster_id=%s failover=%s", f->node_id, f->cluster_id,
+            f->failover_auto ? "auto" : "manual");
+    describe_listen(&l, f);
+    if (f->role != BQ_ROLE_SINGLE)
+        describe_cluster(&l, f);
+    if (f->binlog_dir) {
+        put_value(&l, "binlog_dir", f->binlog_dir);
+        if (!f->want_sync)
+            put(&l, " fsync=never");
+        else if (f->fsync_ms == 0)
+            put(&l, " fsync=always");
+        else
+            put(&l, " fsync=%zums", f->fsync_ms);
+    }
+    put(&l, " max_job_size=%zu", f->max_job_size);
+    if (f->user)
+        put_value(&l, "user", f->user);
+    return l.overflow ? -1 : (int)l.len;
+}
+
+bq_flags_admin_scope_t bq_flags_admin_scope(const bq_flags_t *f)
+{
+    char host[256];
+    struct in_addr a4;
+    struct in6_addr a6;
+
+    if (!f->admin_listen)
+        return BQ_FLAGS_ADMIN_NONE;
+    const char *h = f->admin_listen, *colon = strrchr(h, ':');
+    size_t len = (size_t)(colon - h); /* set_admin made sure there is one */
+    if (len >= 2 && h[0] == '[' && h[len - 1] == ']') {
+        h++;
+        len -= 2;
+    }
+    snprintf(host, sizeof host, "%.*s", (int)len, h);
+    if (inet_pton(AF_INET, host, &a4) == 1)
+        return (ntohl(a4.s_addr) >> 24) == 127 ? BQ_FLAGS_ADMIN_LOOPBACK : BQ_FLAGS_ADMIN_REMOTE;
+    if (inet_pton(AF_INET6, host, &a6) != 1)
+        return BQ_FLAGS_ADMIN_NOT_NUMERIC;
+    if (IN6_IS_ADDR_LOOPBACK(&a6) || (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127))
+        return BQ_FLAGS_ADMIN_LOOPBACK;
+    return BQ_FLAGS_ADMIN_REMOTE;
 }
 
 static void usage_cluster(FILE *out)
@@ -653,6 +800,10 @@ void bq_flags_usage(FILE *out, const char *prog)
             " --import-accept-prefix\n"
             "          with --import-beanstalkd: if SRC_DIR is damaged, import the\n"
             "          jobs of the records before the damage instead of nothing\n"
+            " --check-config\n"
+            "          check the options as start-up does and load the TLS files,\n"
+            "          print the configuration as one line on stdout and exit 0\n"
+            "          (or fail as start-up would); opens no binlog, binds nothing\n"
             " -v       show version information (--version)\n"
             " -V       increase verbosity (--verbose)\n"
             " -h       show this help (--help)\n",

@@ -25,6 +25,7 @@ typedef enum bq_flags_action {
     BQ_FLAGS_VERSION, /* -v: print the version, exit 0 */
     BQ_FLAGS_USAGE,   /* error: print error and usage to stderr, exit 5 */
     BQ_FLAGS_IMPORT,  /* --import-beanstalkd: import into -b, then exit */
+    BQ_FLAGS_CHECK,   /* --check-config: load the TLS files, print the configuration, exit */
 } bq_flags_action_t;
 
 /* Warnings raised while parsing (bit set). */
@@ -69,6 +70,7 @@ typedef struct bq_flags {
     const char *import_dir;    /* --import-beanstalkd; NULL when absent */
     bool import_accept_prefix; /* --import-accept-prefix */
     const char *user;       /* -u; NULL when absent */
+    bool check_config;      /* --check-config */
     int verbose;            /* number of -V */
     /* cluster (docs/replication.md) */
     bq_role_t role;               /* --role=primary|standby|witness */
@@ -93,6 +95,23 @@ typedef struct bq_flags {
 /* Parses argv[0..argc) (the arguments after the program name) into *f.
  * Strings in *f borrow from argv. Returns f->action. */
 bq_flags_action_t bq_flags_parse(bq_flags_t *f, int argc, char *const *argv);
+
+/* Writes the effective configuration of a parsed *f (action RUN or CHECK)
+ * into buf[0..cap) as one logfmt line without newline, e.g. "config=ok
+ * role=standby node_id=n1 ... listen=*:11300 repl_listen=... peers=n1@h:p,...".
+ * Returns its length, or -1 when it does not fit (buf then holds a prefix). */
+int bq_flags_describe(const bq_flags_t *f, char *buf, size_t cap);
+
+/* Where --admin-listen puts the admin API. */
+typedef enum bq_flags_admin_scope {
+    BQ_FLAGS_ADMIN_NONE,     /* no --admin-listen */
+    BQ_FLAGS_ADMIN_LOOPBACK, /* 127.0.0.0/8, ::1, ::ffff:127.0.0.0/104: plaintext allowed */
+    BQ_FLAGS_ADMIN_REMOTE,   /* any other numeric address: needs the TLS flags */
+    BQ_FLAGS_ADMIN_NOT_NUMERIC, /* a DNS name: the admin API cannot listen there */
+} bq_flags_admin_scope_t;
+
+/* Classifies f->admin_listen as the admin server does when it starts. */
+bq_flags_admin_scope_t bq_flags_admin_scope(const bq_flags_t *f);
 
 /* Writes the usage text for program name prog to out. */
 void bq_flags_usage(FILE *out, const char *prog);

@@ -2,7 +2,9 @@
  * the server and turns start-up failures into beanstalkd's exit codes
  * (5 usage, 111 listen, 50 urandom/uname, 32-34 -u, 10 -b; 1 when binlog
  * replay stops start-up). With --import-beanstalkd it imports into -b and
- * exits instead (docs/import-from-beanstalkd.md). */
+ * exits instead (docs/import-from-beanstalkd.md); with --check-config it
+ * checks what start-up checks before it touches the binlog or a socket,
+ * prints the configuration and exits. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -12,6 +14,7 @@
 #include "import.h"
 #include "log.h"
 #include "process.h"
+#include "replication/tls.h"
 #include "server.h"
 
 static bq_server_t server;
@@ -22,6 +25,7 @@ static void handle_action(const bq_flags_t *f, const char *prog)
     switch (f->action) {
     case BQ_FLAGS_RUN:
     case BQ_FLAGS_IMPORT:
+    case BQ_FLAGS_CHECK:
         return;
     case BQ_FLAGS_HELP:
         bq_flags_usage(stdout, prog);
@@ -97,6 +101,48 @@ static int run_import(const bq_flags_t *f)
     return r == 0 ? 0 : r == BQ_IMPORT_EDST ? 10 : 1;
 }
 
+/* The TLS files load and match, as the cluster start-up needs them; 0 or -1. */
+static int check_tls(const bq_flags_t *f)
+{
+    char err[256];
+    bq_tls_files_t files = {.cert = f->tls_cert, .key = f->tls_key, .ca = f->tls_ca};
+    SSL_CTX *server_ctx = bq_tls_ctx_new(true, &files, err, sizeof err);
+    SSL_CTX *client_ctx = server_ctx ? bq_tls_ctx_new(false, &files, err, sizeof err) : NULL;
+    SSL_CTX_free(server_ctx);
+    SSL_CTX_free(client_ctx);
+    if (client_ctx)
+        return 0;
+    bq_log(BQ_LOG_ERROR, "cannot set up TLS for replication", "err=\"%s\"", err);
+    return -1;
+}
+
+/* --check-config: what start-up would refuse after the flags (the TLS files,
+ * the admin API's address) exits 1 as it does there; else the configuration
+ * goes to stdout as one logfmt line and the exit status is 0. */
+static int check_config(const bq_flags_t *f)
+{
+    char line[8192];
+    bq_flags_admin_scope_t admin = bq_flags_admin_scope(f);
+
+    if (f->role != BQ_ROLE_SINGLE && !f->repl_plaintext && check_tls(f) != 0)
+        return 1;
+    if (admin == BQ_FLAGS_ADMIN_NOT_NUMERIC ||
+        (admin == BQ_FLAGS_ADMIN_REMOTE && f->repl_plaintext)) {
+        bq_log(BQ_LOG_ERROR,
+               admin == BQ_FLAGS_ADMIN_NOT_NUMERIC
+                   ? "the admin API needs a numeric address (IPv4 or [IPv6])"
+                   : "the admin API needs TLS off loopback (--tls-cert/--tls-key/--tls-ca)",
+               "addr=%s", f->admin_listen);
+        return 1;
+    }
+    if (bq_flags_describe(f, line, sizeof line) < 0) {
+        bq_logm(BQ_LOG_ERROR, "the configuration is too long to print");
+        return 1;
+    }
+    printf("%s\n", line);
+    return fflush(stdout) == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     bq_flags_t f;
@@ -108,6 +154,8 @@ int main(int argc, char **argv)
     log_flag_warnings(&f);
     if (f.action == BQ_FLAGS_IMPORT)
         return run_import(&f);
+    if (f.action == BQ_FLAGS_CHECK)
+        return check_config(&f);
     bq_log(BQ_LOG_INFO, "starting", "version=%s pid=%ld", BQ_VERSION, (long)getpid());
     bq_process_raise_nofile();
     if (bq_process_ignore_sigpipe() != 0)

@@ -2,7 +2,8 @@
  * ports every optparse case of beanstalkd's testutil.c (reference report
  * section 4.3); the rest cover the error messages and exit actions of
  * util.c, the sscanf("%zu%c") size rules and the long options; the last
- * group covers the cluster options and their checks. */
+ * group covers the cluster options and their checks, then --check-config
+ * and the configuration line it prints. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -57,6 +58,7 @@ static void opt_none(void **state)
     assert_int_equal(f.sync_timeout_ms, 5000);
     assert_int_equal(f.repl_timeout_ms, 5000);
     assert_int_equal(f.status_interval_ms, 10000);
+    assert_false(f.check_config);
 }
 
 static void optminus(void **state)
@@ -378,7 +380,7 @@ static const struct {
     {"--tls-key", "k.pem"},    {"--tls-ca", "ca.pem"},       {"--repl-plaintext", NULL},
     {"--sync-standbys", "0"},  {"--sync-fallback", "async"}, {"--sync-timeout", "1"},
     {"--repl-timeout", "100"}, {"--status-interval", "0"},   {"--failover", "manual"},
-    {"--failover-timeout", "100"}, {"--admin-listen", "1"},
+    {"--failover-timeout", "100"},
 };
 
 /* A complete primary: n1 of {n1, n2}, with a binlog and without TLS. */
@@ -531,6 +533,11 @@ static void cluster_option_without_role(void **state)
         snprintf(want, sizeof want, "flag requires --role: %s", cluster_opts[k].name);
         fails(cluster_opts[k].value ? 4 : 3, argv, want);
     }
+    /* The admin API serves a single node too. */
+    char *admin[] = {"-b", "/d", "--admin-listen", "11380"};
+    assert_int_equal(parse(ARGC(admin), admin), BQ_FLAGS_RUN);
+    assert_int_equal(f.role, BQ_ROLE_SINGLE);
+    assert_string_equal(f.admin_listen, "127.0.0.1:11380");
 }
 
 static void role_values(void **state)
@@ -850,6 +857,122 @@ static void import_conflicts_with_role(void **state)
     fails(ARGC(peer_only), peer_only, "flag requires --role: --peer");
 }
 
+static void check_config_action(void **state)
+{
+    const char *alone[] = {"--check-config"};
+    const char *stranger[] = {"--check-config", "--node-id=n9"};
+    char *single[] = {"--check-config", "-p", "1", "-b", "/d"};
+    char *help[] = {"--check-config", "-h"};
+    char *bad[] = {"--check-config", "-x"};
+    char *import[] = {"--import-beanstalkd", "/src", "-b", "/dst", "--check-config"};
+    char *witharg[] = {"--check-config=yes"};
+    (void)state;
+    assert_int_equal(parse_base(ARGC(alone), alone), BQ_FLAGS_CHECK);
+    assert_true(f.check_config);
+    assert_int_equal(f.role, BQ_ROLE_PRIMARY);
+    assert_int_equal(parse(ARGC(single), single), BQ_FLAGS_CHECK);
+    assert_string_equal(f.port, "1");
+    assert_int_equal(parse(ARGC(help), help), BQ_FLAGS_HELP);
+    fails(ARGC(bad), bad, "unknown flag: -x");
+    fails(ARGC(import), import, "flag conflicts with --import-beanstalkd: --check-config");
+    fails(ARGC(witharg), witharg, "flag does not take an argument: --check-config=yes");
+    /* The cluster checks still apply. */
+    base_fails(ARGC(stranger), stranger, "--node-id is not one of the --peer names: n9");
+}
+
+/* Describes what argv parses into (action CHECK) and compares with want. */
+static void describes(int argc, char *const *argv, const char *want)
+{
+    char buf[4096];
+    assert_int_equal(parse(argc, argv), BQ_FLAGS_CHECK);
+    assert_int_equal(bq_flags_describe(&f, buf, sizeof buf), (int)strlen(want));
+    assert_string_equal(buf, want);
+}
+
+static void describe_single(void **state)
+{
+    char *none[] = {"--check-config"};
+    char *every[] = {"--check-config", "-l", "::1", "-p", "http", "-b", "/a \"b\"", "-F",
+                     "-u", "kr", "-z", "7"};
+    char *unix_path[] = {"--check-config", "-l", "unix:/run/bq.sock", "-b/d", "-f0"};
+    char *fsync[] = {"--check-config", "-l", "10.1.2.3", "-b/d", "-f", "20"};
+    (void)state;
+    describes(ARGC(none), none, "config=ok role=single listen=*:11300 max_job_size=65535");
+    describes(ARGC(every), every,
+              "config=ok role=single listen=[::1]:http binlog_dir=\"/a \\\"b\\\"\" fsync=never "
+              "max_job_size=7 user=kr");
+    describes(ARGC(unix_path), unix_path,
+              "config=ok role=single listen=unix:/run/bq.sock binlog_dir=/d fsync=always "
+              "max_job_size=65535");
+    describes(ARGC(fsync), fsync,
+              "config=ok role=single listen=10.1.2.3:11300 binlog_dir=/d fsync=20ms "
+              "max_job_size=65535");
+}
+
+static void describe_cluster(void **state)
+{
+    char *argv[ARGC(every_option) + 3];
+    char *base_admin[] = {"--role=primary", "--peer",    "n1=h1:7001", "--peer",
+                          "n2=h2:7002",     "-b",        "/d",         "--repl-plaintext",
+                          "--node-id",      "n1",        "--admin-listen", "9",
+                          "--check-config"};
+    (void)state;
+    for (int k = 0; k < ARGC(every_option); k++)
+        argv[k] = (char *)every_option[k];
+    argv[ARGC(every_option)] = "--check-config";
+    argv[ARGC(every_option) + 1] = "--admin-listen=[::]:11380";
+    argv[ARGC(every_option) + 2] = "--failover=auto";
+    describes(ARGC(argv), argv,
+              "config=ok role=standby node_id=n2 cluster_id=prod.q-1_x failover=auto "
+              "listen=*:11300 repl_listen=[::]:7002 repl_tls=on admin_listen=[::]:11380 "
+              "admin_tls=on sync_standbys=2 sync_fallback=async failover_timeout_ms=1000 "
+              "peers=n1@db1.example.com:7001,n2@10.0.0.2:7002,n3@[fd00::3]:7003 "
+              "binlog_dir=/d fsync=50ms max_job_size=65535");
+    /* Without --repl-listen, replication listens on our own --peer address. */
+    describes(ARGC(base_admin), base_admin,
+              "config=ok role=primary node_id=n1 cluster_id=beanstalkd-ha failover=manual "
+              "listen=*:11300 repl_listen=h1:7001 repl_tls=off admin_listen=127.0.0.1:9 "
+              "admin_tls=off sync_standbys=1 sync_fallback=refuse failover_timeout_ms=1000 "
+              "peers=n1@h1:7001,n2@h2:7002 binlog_dir=/d fsync=50ms max_job_size=65535");
+}
+
+static void describe_too_small(void **state)
+{
+    char *argv[] = {"--check-config"};
+    char buf[16];
+    (void)state;
+    assert_int_equal(parse(ARGC(argv), argv), BQ_FLAGS_CHECK);
+    assert_int_equal(bq_flags_describe(&f, buf, sizeof buf), -1);
+    assert_string_equal(buf, "config=ok role=");
+    assert_int_equal(bq_flags_describe(&f, buf, 0), -1);
+}
+
+static void admin_scope(void **state)
+{
+    static const struct {
+        const char *arg;
+        bq_flags_admin_scope_t want;
+    } cases[] = {
+        {"11380", BQ_FLAGS_ADMIN_LOOPBACK},
+        {"127.9.9.9:1", BQ_FLAGS_ADMIN_LOOPBACK},
+        {"[::1]:1", BQ_FLAGS_ADMIN_LOOPBACK},
+        {"[::ffff:127.0.0.1]:1", BQ_FLAGS_ADMIN_LOOPBACK},
+        {"0.0.0.0:1", BQ_FLAGS_ADMIN_REMOTE},
+        {"128.0.0.1:1", BQ_FLAGS_ADMIN_REMOTE},
+        {"[::]:1", BQ_FLAGS_ADMIN_REMOTE},
+        {"[::ffff:10.0.0.1]:1", BQ_FLAGS_ADMIN_REMOTE},
+        {"localhost:1", BQ_FLAGS_ADMIN_NOT_NUMERIC},
+    };
+    (void)state;
+    assert_int_equal(parse_base(0, NULL), BQ_FLAGS_RUN);
+    assert_int_equal(bq_flags_admin_scope(&f), BQ_FLAGS_ADMIN_NONE);
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const char *extra[] = {"--admin-listen", cases[k].arg};
+        assert_int_equal(parse_base(ARGC(extra), extra), BQ_FLAGS_RUN);
+        assert_int_equal(bq_flags_admin_scope(&f), cases[k].want);
+    }
+}
+
 static void usage_mentions_every_flag(void **state)
 {
     char buf[8192] = {0};
@@ -866,6 +989,7 @@ static void usage_mentions_every_flag(void **state)
     assert_non_null(strstr(buf, "--binlog-skip-corrupt"));
     assert_non_null(strstr(buf, "--import-beanstalkd SRC_DIR"));
     assert_non_null(strstr(buf, "--import-accept-prefix"));
+    assert_non_null(strstr(buf, "--check-config"));
     assert_non_null(strstr(buf, "Cluster options"));
     for (size_t k = 0; k < sizeof cluster_opts / sizeof cluster_opts[0]; k++)
         assert_non_null(strstr(buf, cluster_opts[k].name));
@@ -925,6 +1049,11 @@ int main(void)
         cmocka_unit_test(role_requirements),
         cmocka_unit_test(tls_or_plaintext),
         cmocka_unit_test(import_conflicts_with_role),
+        cmocka_unit_test(check_config_action),
+        cmocka_unit_test(describe_single),
+        cmocka_unit_test(describe_cluster),
+        cmocka_unit_test(describe_too_small),
+        cmocka_unit_test(admin_scope),
         cmocka_unit_test(usage_mentions_every_flag),
     };
     return cmocka_run_group_tests_name("node_flags", tests, NULL, NULL);
