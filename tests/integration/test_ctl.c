@@ -586,15 +586,26 @@ typedef struct real {
     bool passed;
 } real_t;
 
-static int real_setup(void **state)
+/* A cluster of the first n of g_names in $TMPDIR/<prefix>.XXXXXX. */
+static int real_new(void **state, const char *prefix, size_t n)
 {
     real_t *t = calloc(1, sizeof *t);
-    if (t == NULL || (t->c = bqc_new("bqctl-handoff", 3, g_names, NULL)) == NULL) {
+    if (t == NULL || (t->c = bqc_new(prefix, n, g_names, NULL)) == NULL) {
         free(t);
         return -1;
     }
     *state = t;
     return 0;
+}
+
+static int real_setup(void **state)
+{
+    return real_new(state, "bqctl-handoff", 3);
+}
+
+static int real_pair_setup(void **state)
+{
+    return real_new(state, "bqctl-pair", 2);
 }
 
 /* Stops the nodes even when the case failed half-way. */
@@ -735,6 +746,110 @@ static void handoff_on_a_real_cluster(void **state)
     wait_settled(c, q, &after); /* the old primary follows it */
     assert_true(after.epoch > before.epoch);
     expect_jobs(c, (size_t)q, ids);
+    t->passed = true;
+}
+
+typedef struct promote_try {
+    const char *url;
+    run_t r;
+} promote_try_t;
+
+/* Runs `beanstalkctl promote`; done unless refused because the primary
+ * still looks alive. */
+static bool promote_tried(void *arg)
+{
+    promote_try_t *t = arg;
+    run_free(&t->r);
+    t->r = CTL("promote", "--node", t->url);
+    return t->r.code == 0 || !strstr(t->r.err, "alive");
+}
+
+/* Runs `beanstalkctl promote --node url` until it is no longer refused
+ * because the primary still looks alive; returns the last run. */
+static run_t promote_until_taken(const char *url)
+{
+    promote_try_t t = {.url = url};
+    bqt_wait_until(promote_tried, &t, BQC_WAIT_MS);
+    return t.r;
+}
+
+typedef struct commit_wait {
+    const char *url;
+    unsigned long long want;
+} commit_wait_t;
+
+/* `beanstalkctl status --json` of the standby shows the primary's commit
+ * LSN at least w->want (from the primary's last heartbeat). */
+static bool commit_heard(void *arg)
+{
+    commit_wait_t *w = arg;
+    run_t r = CTL("--nodes", w->url, "status", "--json");
+    const char *k = r.code == 0 ? strstr(r.out, "\"primary_commit_lsn\":") : NULL;
+    unsigned long long lsn = 0;
+    bool ok = k && sscanf(k, "\"primary_commit_lsn\":%llu", &lsn) == 1 && lsn >= w->want;
+    run_free(&r);
+    return ok;
+}
+
+/* Two nodes with manual failover, as an operator drives them: `status`
+ * shows n1 primary and n2 streaming; `switchover --to n2` moves the role;
+ * `switchover --to n1` brings it back; n1 is killed and `promote` on n2
+ * (refused while n1's silence is shorter than the timeout) makes n2 the
+ * primary; n1, started again with its old --role=primary, finds n2 and
+ * follows it; every acknowledged job is on n2. */
+static void status_switchover_promote_on_a_real_cluster(void **state)
+{
+    real_t *t = *state;
+    bqc_cluster_t *c = t->c;
+    static const char *const primary[] = {"--role=primary", "-f", "0", "--repl-timeout", "1000",
+                                          NULL};
+    static const char *const standby[] = {"--role=standby", "-f", "0", "--repl-timeout", "1000",
+                                          NULL};
+    unsigned long long ids[NJOBS];
+    char u1[64], u2[64], nodes[160];
+    bqc_view_t v;
+    for (size_t i = 0; i < c->n; i++)
+        c->node[i].admin_port = bqt_free_port();
+    bqc_start(c, 0, primary);
+    bqc_start(c, 1, standby);
+    wait_settled(c, 0, &v);
+    put_jobs(c, 0, ids);
+    snprintf(nodes, sizeof nodes, "%s,%s", admin_url(u1, sizeof u1, c, 0),
+             admin_url(u2, sizeof u2, c, 1));
+
+    run_t r = CTL("--nodes", nodes, "status");
+    assert_int_equal(r.code, 0);
+    if (!strstr(r.out, "n1") || !strstr(r.out, "primary") || !strstr(r.out, "n2") ||
+        !strstr(r.out, "standby"))
+        fail_msg("status: %s", r.out);
+    run_free(&r);
+
+    r = CTL("--nodes", nodes, "switchover", "--to", "n2");
+    if (r.code != 0)
+        fail_msg("switchover --to n2: exit %d: %s%s", r.code, r.out, r.err);
+    run_free(&r);
+    wait_settled(c, 1, &v);
+    r = CTL("--nodes", nodes, "switchover", "--to", "n1");
+    if (r.code != 0)
+        fail_msg("switchover --to n1: exit %d: %s%s", r.code, r.out, r.err);
+    run_free(&r);
+    wait_settled(c, 0, &v);
+
+    /* n2 must have heard, in a heartbeat, that n1 is in sync mode with
+     * every acknowledged write at or below a commit point n2 holds. */
+    commit_wait_t cw = {u2, v.commit_lsn};
+    if (!bqt_wait_until(commit_heard, &cw, BQC_WAIT_MS))
+        fail_msg("n2's status never showed primary_commit_lsn %llu", v.commit_lsn);
+    bqc_signal(c, 0, SIGKILL);
+    r = promote_until_taken(u2);
+    if (r.code != 0)
+        fail_msg("promote on n2: exit %d: %s%s", r.code, r.out, r.err);
+    run_free(&r);
+    bqc_wait_log(c, 1, "cluster start", "role=primary", 1, BQC_WAIT_MS);
+    bqc_start(c, 0, primary);
+    bqc_wait_log(c, 0, "cluster start", "n2 leads", 1, BQC_WAIT_MS);
+    wait_settled(c, 1, &v);
+    expect_jobs(c, 1, ids);
     t->passed = true;
 }
 
@@ -940,6 +1055,8 @@ int main(void)
         cmocka_unit_test(certs_never_overwrite),
         cmocka_unit_test(status_over_mutual_tls),
         cmocka_unit_test_setup_teardown(handoff_on_a_real_cluster, real_setup, real_teardown),
+        cmocka_unit_test_setup_teardown(status_switchover_promote_on_a_real_cluster,
+                                        real_pair_setup, real_teardown),
     };
     return cmocka_run_group_tests_name("ctl", tests, NULL, NULL);
 }
