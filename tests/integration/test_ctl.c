@@ -702,6 +702,46 @@ static void expect_jobs(bqc_cluster_t *c, size_t i, const unsigned long long *id
     close(fd);
 }
 
+/* On three nodes with automatic failover: `status` shows one primary
+ * (*p) and two standbys; `promote` on a standby is refused while the
+ * primary lives; `switchover --to` a standby makes it the primary of the
+ * next epoch (*p and *v updated). */
+static void three_nodes_status_promote_switchover(bqc_cluster_t *c, size_t *p, bqc_view_t *v)
+{
+    char nodes[256], url[64];
+    size_t k = 0;
+    for (size_t i = 0; i < c->n; i++)
+        k += (size_t)snprintf(nodes + k, sizeof nodes - k, "%s%s", i ? "," : "",
+                              admin_url(url, sizeof url, c, i));
+    run_t r = CTL("--nodes", nodes, "status");
+    assert_int_equal(r.code, 0);
+    size_t primaries = 0, standbys = 0;
+    for (const char *q = r.out; (q = strstr(q, "primary")) != NULL; q++)
+        primaries++;
+    for (const char *q = r.out; (q = strstr(q, "standby")) != NULL; q++)
+        standbys++;
+    if (!strstr(r.out, c->node[*p].name) || primaries < 1 || standbys < 2)
+        fail_msg("status: %s", r.out);
+    run_free(&r);
+
+    size_t s = (*p + 1) % c->n;
+    r = CTL("promote", "--node", admin_url(url, sizeof url, c, s));
+    if (r.code == 0 || !strstr(r.err, "alive"))
+        fail_msg("promote on a standby with the primary alive: exit %d: %s%s", r.code, r.out,
+                 r.err);
+    run_free(&r);
+
+    r = CTL("--nodes", nodes, "switchover", "--to", c->node[s].name);
+    if (r.code != 0)
+        fail_msg("switchover --to %s: exit %d: %s%s", c->node[s].name, r.code, r.out, r.err);
+    run_free(&r);
+    bqc_view_t after;
+    wait_settled(c, (int)s, &after);
+    assert_true(after.epoch > v->epoch);
+    *p = s;
+    *v = after;
+}
+
 /* Three nodes with automatic failover: handoff on a standby changes
  * nothing; a dry run on the primary names a standby and changes nothing;
  * handoff on the primary makes that standby the primary of the next epoch,
@@ -719,6 +759,7 @@ static void handoff_on_a_real_cluster(void **state)
     }
     size_t p = wait_settled(c, -1, &before);
     put_jobs(c, p, ids);
+    three_nodes_status_promote_switchover(c, &p, &before);
 
     size_t s = (p + 1) % c->n;
     run_t r = CTL("handoff", "--node", admin_url(url, sizeof url, c, s));
