@@ -983,20 +983,35 @@ static void f_stop_primary(suite_t *s, round_t *rd)
     wait_stepped_down(s, p, downs);
 }
 
-/* Cut off from both standbys: fenced, replaced; steps down once healed. */
-static void f_isolate_primary(suite_t *s, round_t *rd)
+/* The primary p loses its majority by cut(s, rd, true): it is fenced and
+ * the others elect another; healed by cut(s, rd, false) after hold_ms, it
+ * steps down. what names the fault for the recovery line. */
+static void fence_and_replace(suite_t *s, round_t *rd, const char *what,
+                              void (*cut)(suite_t *s, const round_t *rd, bool on))
 {
     size_t p = rd->p, fenced = fenced_lines(s, p), downs = step_down_lines(s, p);
     long long heal = bqt_now_ms() + rd->hold_ms;
-    cut_links(s, p, rd->cut);
+    cut(s, rd, true);
     uint64_t t0 = recovery_arm(s);
     expect_new_primary(s, rd);
-    rd->recovery_ms = recovery_wait(s, t0, "cutting the primary off");
+    rd->recovery_ms = recovery_wait(s, t0, what);
     bqc_wait_log(s->c, p, "fenced: no majority", NULL, fenced + 1, BQC_WAIT_MS);
     hold_until(heal);
     bqh_mark(s->h, "links healed");
-    cut_links(s, p, BQT_PROXY_PASS);
+    cut(s, rd, false);
     wait_stepped_down(s, p, downs);
+}
+
+/* Both links of the primary to each standby drop or blackhole (rd->cut). */
+static void isolate(suite_t *s, const round_t *rd, bool on)
+{
+    cut_links(s, rd->p, on ? rd->cut : BQT_PROXY_PASS);
+}
+
+/* Cut off from both standbys: fenced, replaced; steps down once healed. */
+static void f_isolate_primary(suite_t *s, round_t *rd)
+{
+    fence_and_replace(s, rd, "cutting the primary off", isolate);
 }
 
 /* Cut off from one standby only: a majority is still in contact, so the
@@ -1030,22 +1045,18 @@ static void lose_from(suite_t *s, size_t p, bool lose)
         }
 }
 
+/* What the primary sends is held (on), or passes again. */
+static void lose(suite_t *s, const round_t *rd, bool on)
+{
+    lose_from(s, rd->p, on);
+}
+
 /* The standbys stop hearing the primary while it still hears them: their
  * acknowledgements echo old heartbeats, so it is fenced, and they elect
  * another; healed, it steps down. */
 static void f_one_way_loss(suite_t *s, round_t *rd)
 {
-    size_t p = rd->p, fenced = fenced_lines(s, p), downs = step_down_lines(s, p);
-    long long heal = bqt_now_ms() + rd->hold_ms;
-    lose_from(s, p, true);
-    uint64_t t0 = recovery_arm(s);
-    expect_new_primary(s, rd);
-    rd->recovery_ms = recovery_wait(s, t0, "losing what the primary sends");
-    bqc_wait_log(s->c, p, "fenced: no majority", NULL, fenced + 1, BQC_WAIT_MS);
-    hold_until(heal);
-    bqh_mark(s->h, "links healed");
-    lose_from(s, p, false);
-    wait_stepped_down(s, p, downs);
+    fence_and_replace(s, rd, "losing what the primary sends", lose);
 }
 
 /* A standby dies: the other one and the primary's fsync make the

@@ -299,37 +299,13 @@ static bool node_alive(suite_t *s, int i)
 /* Lines of node i's current log that contain `a` and (unless NULL) `b`. */
 static size_t log_count(suite_t *s, int i, const char *a, const char *b)
 {
-    FILE *f = fopen(s->n[i].srv.log_path, "r");
-    char line[4096];
-    size_t count = 0;
-    while (f && fgets(line, sizeof line, f))
-        count += strstr(line, a) && (!b || strstr(line, b));
-    if (f)
-        fclose(f);
-    return count;
-}
-
-typedef struct log_wait {
-    suite_t *s;
-    int node;
-    const char *a, *b;
-    size_t atleast;
-} log_wait_t;
-
-static bool log_reached(void *arg)
-{
-    log_wait_t *w = arg;
-    return log_count(w->s, w->node, w->a, w->b) >= w->atleast;
+    return bqt_log_count(s->n[i].srv.log_path, a, b);
 }
 
 /* Waits until node i's log has at least `atleast` lines with a (and b). */
 static void wait_log(suite_t *s, int i, const char *a, const char *b, size_t atleast)
 {
-    log_wait_t w = {s, i, a, b, atleast};
-    if (!bqt_wait_until(log_reached, &w, WAIT_MS))
-        fail_msg("node %s logged %zu lines with \"%s\"%s%s%s within %d ms, want %zu",
-                 s->n[i].name, log_count(s, i, a, b), a, b ? " and \"" : "", b ? b : "",
-                 b ? "\"" : "", WAIT_MS, atleast);
+    bqt_wait_log(s->n[i].srv.log_path, s->n[i].name, a, b, atleast, WAIT_MS);
 }
 
 /* ---- client I/O ---- */
@@ -1140,6 +1116,12 @@ static void note_reply(char *problems, size_t cap, const char *what, const char 
              (int)strcspn(got, "\r"), got, (int)strcspn(want, "\r"), want);
 }
 
+/* The primary logged that it refuses writes for want of a standby in sync. */
+static bool primary_refusing(void *arg)
+{
+    return log_count(arg, A, "refusing writes", "too few standbys in sync") >= 1;
+}
+
 /* The default fallback (refuse), --sync-timeout 300, the link stalled: a
  * put made then is held until the standby has it; once the primary
  * refuses, another put answers DRAINING and a delete OUT_OF_MEMORY
@@ -1162,12 +1144,11 @@ static void stalled_link_refuses_writes(void **state)
     bqt_sends(held, "use during\r\nput 0 0 120 4\r\nheld\r\n");
     bqt_expect(held, "USING during\r\n");
     /* Refusing starts --sync-timeout after the held put; the primary logs it. */
-    log_wait_t lw = {s, A, "refusing writes", "too few standbys in sync", 1};
-    if (!bqt_wait_until(log_reached, &lw, REFUSE_MS)) {
+    if (!bqt_wait_until(primary_refusing, s, REFUSE_MS)) {
         cstat_t c;
         cluster_stat(s, &c);
-        snprintf(problems, sizeof problems, "\n  the primary did not log \"%s\" within %d ms "
-                 "(cluster-sync-state: %s)", lw.a, REFUSE_MS, c.sync);
+        snprintf(problems, sizeof problems, "\n  the primary did not log \"refusing writes\" "
+                 "within %d ms (cluster-sync-state: %s)", REFUSE_MS, c.sync);
     }
     char *r = ask(s->pfd, "put 0 0 120 7\r\nrefused\r\n");
     note_reply(problems, sizeof problems, "put while refusing", r, "DRAINING\r\n");

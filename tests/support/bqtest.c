@@ -739,3 +739,36 @@ bool bqt_wait_until(bool (*pred)(void *arg), void *arg, int timeout_ms)
         nap_ms(5);
     }
 }
+
+size_t bqt_log_count(const char *path, const char *a, const char *b)
+{
+    FILE *f = path[0] ? fopen(path, "r") : NULL;
+    char line[4096];
+    size_t count = 0;
+    while (f && fgets(line, sizeof line, f))
+        count += strstr(line, a) && (!b || strstr(line, b));
+    if (f)
+        fclose(f);
+    return count;
+}
+
+typedef struct log_wait {
+    const char *path, *a, *b;
+    size_t atleast;
+} log_wait_t;
+
+static bool log_reached(void *arg)
+{
+    log_wait_t *w = arg;
+    return bqt_log_count(w->path, w->a, w->b) >= w->atleast;
+}
+
+void bqt_wait_log(const char *path, const char *who, const char *a, const char *b,
+                  size_t atleast, int ms)
+{
+    log_wait_t w = {path, a, b, atleast};
+    if (!bqt_wait_until(log_reached, &w, ms))
+        fail_msg("node %s logged %zu lines with \"%s\"%s%s%s within %d ms, want %zu", who,
+                 bqt_log_count(path, a, b), a, b ? " and \"" : "", b ? b : "", b ? "\"" : "",
+                 ms, atleast);
+}

@@ -116,6 +116,16 @@ long long bqt_stat_int(int fd, const char *cmd, const char *key);
  * Returns the last result. */
 bool bqt_wait_until(bool (*pred)(void *arg), void *arg, int timeout_ms);
 
+/* Lines of the log file at path that contain a and (unless NULL) b; 0 when
+ * the file cannot be read. */
+size_t bqt_log_count(const char *path, const char *a, const char *b);
+
+/* Waits up to ms until the log at path has at least atleast lines with a
+ * (and b); fails the test otherwise, naming who (a node's name) and what
+ * it saw. */
+void bqt_wait_log(const char *path, const char *who, const char *a, const char *b,
+                  size_t atleast, int ms);
+
 /* Monotonic milliseconds, for measuring how long a reply took. */
 long long bqt_now_ms(void);
 

@@ -133,37 +133,14 @@ static void print_tail(bqc_cluster_t *c, size_t i)
 
 size_t bqc_log_count(bqc_cluster_t *c, size_t i, const char *a, const char *b)
 {
-    FILE *f = c->node[i].srv.dir[0] ? fopen(c->node[i].srv.log_path, "r") : NULL;
-    char line[4096];
-    size_t count = 0;
-    while (f && fgets(line, sizeof line, f))
-        count += strstr(line, a) && (!b || strstr(line, b));
-    if (f)
-        fclose(f);
-    return count;
-}
-
-typedef struct log_wait {
-    bqc_cluster_t *c;
-    size_t node;
-    const char *a, *b;
-    size_t atleast;
-} log_wait_t;
-
-static bool log_reached(void *arg)
-{
-    log_wait_t *w = arg;
-    return bqc_log_count(w->c, w->node, w->a, w->b) >= w->atleast;
+    return bqt_log_count(c->node[i].srv.dir[0] ? c->node[i].srv.log_path : "", a, b);
 }
 
 void bqc_wait_log(bqc_cluster_t *c, size_t i, const char *a, const char *b, size_t atleast,
                   int ms)
 {
-    log_wait_t w = {c, i, a, b, atleast};
-    if (!bqt_wait_until(log_reached, &w, ms))
-        fail_msg("node %s logged %zu lines with \"%s\"%s%s%s within %d ms, want %zu",
-                 c->node[i].name, bqc_log_count(c, i, a, b), a, b ? " and \"" : "", b ? b : "",
-                 b ? "\"" : "", ms, atleast);
+    bqt_wait_log(c->node[i].srv.dir[0] ? c->node[i].srv.log_path : "", c->node[i].name, a, b,
+                 atleast, ms);
 }
 
 /* ---- nodes ---- */
