@@ -438,42 +438,6 @@ static void wait_caught_up(suite_t *s)
 
 /* ---- comparing two directories ---- */
 
-/* Copies yaml without the lines of the keys in `drop` (comma-separated)
- * and, when some are dropped, without the "OK <bytes>" line (a dropped
- * value of another width changes the byte count). */
-static char *without_keys(const char *yaml, const char *drop)
-{
-    char *out = malloc(strlen(yaml) + 1), *o = out;
-    assert_non_null(out);
-    for (const char *p = yaml; *p;) {
-        size_t len = strcspn(p, "\n") + (p[strcspn(p, "\n")] == '\n');
-        bool count = *drop && p == yaml && strncmp(p, "OK ", 3) == 0;
-        if (!count && !it_fuzzy_key(p, drop)) {
-            memcpy(o, p, len);
-            o += len;
-        }
-        p += len;
-    }
-    *o = '\0';
-    return out;
-}
-
-/* Sends cmd to both and asserts the same reply (after dropping keys). */
-static bool same_reply(int fx, int fy, const char *cmd, const char *drop)
-{
-    char *x = ask(fx, cmd), *y = ask(fy, cmd);
-    char *fx_ = without_keys(x, drop), *fy_ = without_keys(y, drop);
-    if (strcmp(fx_, fy_) != 0)
-        fail_msg("\"%.*s\" differs:\n--- primary's directory ---\n%s\n--- standby's ---\n%s",
-                 (int)strcspn(cmd, "\r"), cmd, x, y);
-    bool found = strncmp(x, "NOT_FOUND", 9) != 0;
-    free(x);
-    free(y);
-    free(fx_);
-    free(fy_);
-    return found;
-}
-
 static void start_single(bqt_server_t *srv, const char *dir)
 {
     const char *args[] = {"-b", dir, NULL};
@@ -616,7 +580,7 @@ static void standby_via_proxy(void **state)
     free(direct);
     free(proxied);
     snprintf(cmd, sizeof cmd, "stats-job %llu\r\n", id);
-    same_reply(s->pfd, sfd, cmd, "age,time-left");
+    bqc_same_reply(s->pfd, sfd, cmd, "age,time-left");
     char *role = bqt_stat(sfd, "stats\r\n", "cluster-role");
     assert_string_equal(role, "primary"); /* the primary's own stats */
     free(role);

@@ -448,10 +448,7 @@ static char *without_keys(const char *reply, const char *drop)
     return out;
 }
 
-/* Sends cmd to both and asserts the same reply once the keys in drop are
- * left out (the OK line's length aside); true when the reply is not
- * NOT_FOUND. */
-static bool same_reply(int fx, int fy, const char *cmd, const char *drop)
+bool bqc_same_reply(int fx, int fy, const char *cmd, const char *drop)
 {
     char *x = must_ask(fx, cmd), *y = must_ask(fy, cmd);
     const char *bx = strncmp(x, "OK ", 3) ? x : strchr(x, '\n');
@@ -551,9 +548,9 @@ size_t bqc_compare_dirs(const char *dx, const char *dy, const unsigned long long
     for (size_t i = 0; i < nids; i++) {
         char cmd[64];
         snprintf(cmd, sizeof cmd, "stats-job %llu\r\n", ids[i]);
-        found += same_reply(fx, fy, cmd, "age,time-left,file");
+        found += bqc_same_reply(fx, fy, cmd, "age,time-left,file");
         snprintf(cmd, sizeof cmd, "peek %llu\r\n", ids[i]);
-        same_reply(fx, fy, cmd, "");
+        bqc_same_reply(fx, fy, cmd, "");
     }
     compare_tubes(fx, fy);
     close(fx);

@@ -126,6 +126,11 @@ int bqc_admin_post(int port, const char *target);
  * closed before a whole head arrived, -1 when ms passed first. */
 int bqc_admin_reply(int fd, int ms, char *text, size_t cap);
 
+/* Sends cmd on fx and on fy and asserts the same reply once the lines of
+ * the keys in drop (comma-separated) are left out, the OK line's length
+ * aside; true when the reply is not NOT_FOUND. */
+bool bqc_same_reply(int fx, int fy, const char *cmd, const char *drop);
+
 /* Starts directories dx and dy alone (single beanstalkd each) and asserts
  * that they agree: `stats-job` (age, time-left and file aside) and `peek`
  * of each of ids[0..nids), `list-tubes`, the durable counts of every tube

@@ -26,6 +26,7 @@
 #include "replication/link.h"
 #include "replication/tls.h"
 #include "tls_certs.h"
+#include "uv_until.h"
 
 #define DEADLINE_MS 10000 /* the longest any wait may take */
 #define ROUND_MS 1500     /* a round's deadline */
@@ -83,7 +84,7 @@ typedef enum reaction { KEEP, CANCEL, FREE } reaction_t;
 
 typedef struct world {
     uv_loop_t loop;
-    bool tls, expired;
+    bool tls;
     SSL_CTX *cctx;
     const char *accept[1]; /* what a fake voter accepts: the candidate */
     fake_t fakes[MAX_FAKES];
@@ -113,28 +114,22 @@ static int setup_certs(void **state)
 
 /* ---- the loop -------------------------------------------------------- */
 
-static void expire(uv_timer_t *t)
+typedef struct until {
+    bool (*cond)(world_t *);
+    world_t *w;
+} until_t;
+
+static bool holds(void *arg)
 {
-    world_t *w = t->data;
-    w->expired = true;
+    until_t *u = arg;
+    return u->cond(u->w);
 }
 
 /* Runs the loop until cond(w) holds; fails the test after ms. */
 static void run_until(world_t *w, bool (*cond)(world_t *), uint64_t ms, const char *what)
 {
-    uv_timer_t deadline;
-    uv_timer_init(&w->loop, &deadline);
-    deadline.data = w;
-    w->expired = false;
-    uv_timer_start(&deadline, expire, ms, 0);
-    while (!cond(w) && !w->expired) {
-        uv_run(&w->loop, UV_RUN_ONCE);
-    }
-    uv_close((uv_handle_t *)&deadline, NULL);
-    uv_run(&w->loop, UV_RUN_NOWAIT);
-    if (!cond(w)) {
-        fail_msg("timed out waiting until %s", what);
-    }
+    until_t u = {cond, w};
+    uvt_run_until(&w->loop, holds, &u, ms, what);
 }
 
 /* ---- the fake voters ------------------------------------------------- */
@@ -361,14 +356,13 @@ static int setup(void **state)
 }
 
 typedef struct census {
-    world_t *w;
     int others;
 } census_t;
 
 static void count_handle(uv_handle_t *h, void *arg)
 {
     census_t *c = arg;
-    if (h->data != c->w) { /* run_until's own deadline timer is not counted */
+    if (h != (uv_handle_t *)uvt_deadline) { /* run_until's own deadline is not counted */
         c->others++;
     }
 }
@@ -376,7 +370,7 @@ static void count_handle(uv_handle_t *h, void *arg)
 /* No handle of the canvasser, its links or the fakes is left. */
 static bool loop_empty(world_t *w)
 {
-    census_t c = {w, 0};
+    census_t c = {0};
     uv_walk(&w->loop, count_handle, &c);
     return c.others == 0;
 }

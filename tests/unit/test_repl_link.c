@@ -23,6 +23,7 @@
 #include "replication/tls.h"
 #include "replication/wire.h"
 #include "tls_certs.h"
+#include "uv_until.h"
 
 #define DEADLINE_MS 10000
 
@@ -57,7 +58,7 @@ typedef struct world {
     bq_link_config_t scfg, ccfg;
     side_t server, client;
     raw_t raw;
-    bool has_raw, expired;
+    bool has_raw;
     int acks_left; /* for the ticking client */
     uv_timer_t tick;
 } world_t;
@@ -151,28 +152,22 @@ static void send_frames(bq_link_t *l, size_t len)
 
 /* ---- the loop -------------------------------------------------------- */
 
-static void expire(uv_timer_t *t)
+typedef struct until {
+    bool (*cond)(world_t *);
+    world_t *w;
+} until_t;
+
+static bool holds(void *arg)
 {
-    world_t *w = t->data;
-    w->expired = true;
+    until_t *u = arg;
+    return u->cond(u->w);
 }
 
 /* Runs the loop until cond(w) holds; fails the test after ms. */
 static void run_until(world_t *w, bool (*cond)(world_t *), uint64_t ms, const char *what)
 {
-    uv_timer_t deadline;
-    uv_timer_init(&w->loop, &deadline);
-    deadline.data = w;
-    w->expired = false;
-    uv_timer_start(&deadline, expire, ms, 0);
-    while (!cond(w) && !w->expired) {
-        uv_run(&w->loop, UV_RUN_ONCE);
-    }
-    uv_close((uv_handle_t *)&deadline, NULL);
-    uv_run(&w->loop, UV_RUN_NOWAIT);
-    if (!cond(w)) {
-        fail_msg("timed out waiting until %s", what);
-    }
+    until_t u = {cond, w};
+    uvt_run_until(&w->loop, holds, &u, ms, what);
 }
 
 static bool both_open(world_t *w)
