@@ -13,13 +13,13 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "cluster_tls.h"
 #include "log.h"
 #include "metrics_counters.h"
 #include "protocol/frame.h"
 #include "proxy.h"
 #include "replication/feeder.h"
 #include "replication/receiver.h"
-#include "replication/tls.h"
 #include "resync.h"
 #include "segment.h"
 #include "server.h"
@@ -339,20 +339,9 @@ static int start_failover(bq_cluster_t *c, const bq_failover_plan_t *plan,
 
 static int make_tls(bq_cluster_t *c)
 {
-    char err[256];
-    bq_tls_files_t files = {.cert = c->f->tls_cert, .key = c->f->tls_key, .ca = c->f->tls_ca};
-    if (c->f->repl_plaintext) {
+    if (c->f->repl_plaintext)
         bq_logm(BQ_LOG_WARN, "replication runs in plaintext (--repl-plaintext): tests only");
-        return 0;
-    }
-    c->tls_server = bq_tls_ctx_new(true, &files, err, sizeof err);
-    if (c->tls_server)
-        c->tls_client = bq_tls_ctx_new(false, &files, err, sizeof err);
-    if (!c->tls_client) {
-        bq_log(BQ_LOG_ERROR, "cannot set up TLS for replication", "err=\"%s\"", err);
-        return -1;
-    }
-    return 0;
+    return bq_cluster_tls_new(c->f, &c->tls_server, &c->tls_client);
 }
 
 static void repl_config(bq_cluster_t *c, bq_repl_config_t *rc)

@@ -9,12 +9,12 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "cluster_tls.h"
 #include "failover.h"
 #include "flags.h"
 #include "import.h"
 #include "log.h"
 #include "process.h"
-#include "replication/tls.h"
 #include "server.h"
 
 static bq_server_t server;
@@ -104,16 +104,12 @@ static int run_import(const bq_flags_t *f)
 /* The TLS files load and match, as the cluster start-up needs them; 0 or -1. */
 static int check_tls(const bq_flags_t *f)
 {
-    char err[256];
-    bq_tls_files_t files = {.cert = f->tls_cert, .key = f->tls_key, .ca = f->tls_ca};
-    SSL_CTX *server_ctx = bq_tls_ctx_new(true, &files, err, sizeof err);
-    SSL_CTX *client_ctx = server_ctx ? bq_tls_ctx_new(false, &files, err, sizeof err) : NULL;
+    SSL_CTX *server_ctx, *client_ctx;
+    if (bq_cluster_tls_new(f, &server_ctx, &client_ctx) != 0)
+        return -1;
     SSL_CTX_free(server_ctx);
     SSL_CTX_free(client_ctx);
-    if (client_ctx)
-        return 0;
-    bq_log(BQ_LOG_ERROR, "cannot set up TLS for replication", "err=\"%s\"", err);
-    return -1;
+    return 0;
 }
 
 /* --check-config: what start-up would refuse after the flags (the TLS files,

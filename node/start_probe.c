@@ -8,9 +8,9 @@
 #include <string.h>
 #include <uv.h>
 
+#include "cluster_tls.h"
 #include "log.h"
 #include "replication/canvass.h"
-#include "replication/tls.h"
 
 /* A peer that cannot be reached (restarting, say) is asked again every
  * ROUND_MS until the deadline; a new round cancels the one in progress. */
@@ -54,23 +54,6 @@ static void on_again(uv_timer_t *t)
         uv_stop(t->loop);
 }
 
-/* The TLS contexts of f (NULL with --repl-plaintext); 0 or -1 (logged). */
-static int make_tls(const bq_flags_t *f, SSL_CTX **server, SSL_CTX **client)
-{
-    char err[256];
-    bq_tls_files_t files = {.cert = f->tls_cert, .key = f->tls_key, .ca = f->tls_ca};
-    *server = *client = NULL;
-    if (f->repl_plaintext)
-        return 0;
-    *server = bq_tls_ctx_new(true, &files, err, sizeof err);
-    *client = *server ? bq_tls_ctx_new(false, &files, err, sizeof err) : NULL;
-    if (*client)
-        return 0;
-    bq_log(BQ_LOG_ERROR, "cannot set up TLS for replication", "err=\"%s\"", err);
-    SSL_CTX_free(*server);
-    return -1;
-}
-
 /* Runs rounds on p's loop until it stops, then closes everything on it. */
 static int run_rounds(probe_t *p, uint64_t timeout_ms)
 {
@@ -107,7 +90,7 @@ int bq_start_probe(const bq_flags_t *f, uint64_t epoch, uint64_t last_epoch, uin
     out->asked = rc.npeers;
     if (rc.npeers == 0)
         return 0;
-    if (make_tls(f, &rc.tls_server, &rc.tls_client) != 0)
+    if (bq_cluster_tls_new(f, &rc.tls_server, &rc.tls_client) != 0)
         return -1;
     probe_t p = {.rc = &rc, .out = out};
     int r = uv_loop_init(&p.loop);
