@@ -8,6 +8,9 @@
  *          covered by the next one, started at once: group commit.
  *   -f MS  a timer armed at the first write no fsync covers starts the
  *          fsync at most MS ms later; replies wait only for the write.
+ *          While the node waits for its own durable LSN to release replies
+ *          (bq_binlog_sync_eagerly: a cluster primary whose copy is one of
+ *          those a reply needs), writes start the fsync at once instead.
  *   -F     no fsync; replies wait only for the write.
  *
  * Every fdatasync is timed around the call, on the thread that makes it,
@@ -515,12 +518,26 @@ static void arm_sync_timer(bq_binlog_t *b)
     uv_timer_start(&b->sync_timer, on_sync_timer, due > 0 ? (uint64_t)due : 0, 0);
 }
 
+/* Whether written data must be fsynced at once rather than on a timer. */
+static bool sync_now(const bq_binlog_t *b)
+{
+    return b->cfg.sync == BQ_BINLOG_SYNC_ALWAYS || bq_binlog_lsns_sync_urgent(&b->lsns) ||
+           (b->eager && b->cfg.sync == BQ_BINLOG_SYNC_TIMED);
+}
+
+void bq_binlog_sync_eagerly(bq_binlog_t *b, bool on)
+{
+    b->eager = on;
+    if (on && b->cfg.sync == BQ_BINLOG_SYNC_TIMED && b->lsns.written > b->lsns.synced)
+        start_sync(b);
+}
+
 /* Applies the fsync policy after new data reached the file. */
 static void after_write(bq_binlog_t *b)
 {
     if (b->dirty_since < 0)
         b->dirty_since = (int64_t)uv_now(b->loop);
-    if (b->cfg.sync == BQ_BINLOG_SYNC_ALWAYS || bq_binlog_lsns_sync_urgent(&b->lsns))
+    if (sync_now(b))
         start_sync(b);
     else if (b->cfg.sync == BQ_BINLOG_SYNC_TIMED)
         arm_sync_timer(b);
@@ -595,8 +612,7 @@ static void on_synced(uv_work_t *req, int status)
     recovered(b);
     update_release(b);
     if (b->lsns.written > b->lsns.synced) {
-        if (b->cfg.sync == BQ_BINLOG_SYNC_ALWAYS || b->sync_again ||
-            bq_binlog_lsns_sync_urgent(&b->lsns))
+        if (b->sync_again || sync_now(b))
             start_sync(b);
         else if (b->cfg.sync == BQ_BINLOG_SYNC_TIMED)
             arm_sync_timer(b);

@@ -78,6 +78,12 @@ uint64_t bq_binlog_last_lsn(const bq_binlog_t *b);
 /* The highest LSN whose replies may be sent now. */
 uint64_t bq_binlog_release_lsn(const bq_binlog_t *b);
 
+/* While on (and unless -F), every write starts an fsync at once whatever
+ * -f says, group-committed as under -f 0: a reply that waits for this
+ * node's durable LSN never waits for the -f timer. Turning it on starts an
+ * fsync of what is written and not yet synced. */
+void bq_binlog_sync_eagerly(bq_binlog_t *b, bool on);
+
 /* True while a write or fsync has failed and is being retried. */
 bool bq_binlog_failing(const bq_binlog_t *b);
 

@@ -44,6 +44,7 @@ struct bq_binlog {
     uv_timer_t sync_timer;
     uv_work_t sync_work; /* the fdatasync on the threadpool */
     bool syncing, sync_again;
+    bool eager; /* every write starts an fsync at once (bq_binlog_sync_eagerly) */
     int sync_fd;
     int sync_res;         /* written by the worker: 0 or -errno */
     int64_t sync_ns;      /* written by the worker: how long the fdatasync took */

@@ -230,6 +230,12 @@ static bool sink_heard(void *arg, size_t peer, uint64_t epoch, const Bq__Repl__H
     return bq_failover_heard(c->failover, peer, epoch, hb);
 }
 
+static uint64_t sink_kept_floor(void *arg, uint64_t epoch)
+{
+    bq_cluster_t *c = arg;
+    return bq_failover_kept_floor(c->failover, epoch);
+}
+
 /* The primary hands over to us (switchover): stand now. */
 static void sink_promote(void *arg, size_t peer, uint64_t epoch)
 {
@@ -434,6 +440,7 @@ static int start_receiver(bq_cluster_t *c, const bq_repl_config_t *rc)
         .resync_abort = sink_resync_abort,
         .primary = sink_primary,
         .heard = sink_heard,
+        .kept_floor = c->f->role == BQ_ROLE_WITNESS ? sink_kept_floor : NULL,
         .promote = sink_promote,
         .arg = c,
     };
@@ -515,6 +522,8 @@ uint64_t bq_cluster_release(bq_cluster_t *c, uint64_t local)
     if (!bq_failover_may_ack(c->failover) || c->restart_why || c->handover.promoted)
         return c->released;
     uint64_t r = bq_feeder_commit(c->feeder, local, bq_clock_now().mono);
+    /* A reply that waits for our own fsync never waits for the -f timer. */
+    bq_binlog_sync_eagerly(c->s->binlog, bq_feeder_wants_self_durable(c->feeder));
     if (r > c->released)
         c->released = r;
     return c->released;

@@ -1,6 +1,7 @@
-/* DIR/election (see election_store.h): the node's epoch, vote and epoch
- * history as one binlog frame (LSN 0, the state's epoch) around a packed
- * bq.log.ElectionState. Saving writes DIR/election.tmp, syncs it, renames it
+/* DIR/election (see election_store.h): the node's epoch, vote, epoch
+ * history and (a witness's) floor as one binlog frame (LSN 0, the state's
+ * epoch) around a packed bq.log.ElectionState. Saving writes
+ * DIR/election.tmp, syncs it, renames it
  * over DIR/election and syncs the directory, so a crash at any point leaves
  * the old file or the new one. Loading trusts nothing: a file that is not
  * exactly one valid frame holding a well-formed state is damaged. Blocking
@@ -97,6 +98,8 @@ static uint8_t *pack_frame(const bq_election_state_t *st, size_t *len)
     m.voted_for = (char *)st->voted_for;
     m.n_history = st->nhist;
     m.history = ptrs;
+    m.floor_epoch = st->floor_epoch;
+    m.floor_lsn = st->floor_lsn;
     size_t plen = bq__log__election_state__get_packed_size(&m);
     frame = malloc(BQ_FRAME_HEADER + (plen ? plen : sizeof empty));
     if (!frame)
@@ -216,6 +219,8 @@ static bool from_message(const Bq__Log__ElectionState *m, bq_election_state_t *s
     if (m->n_history > BQ_ESTORE_HISTORY_MAX || !copy_name(st->voted_for, m->voted_for))
         return false;
     st->epoch = m->epoch;
+    st->floor_epoch = m->floor_epoch;
+    st->floor_lsn = m->floor_lsn;
     st->nhist = m->n_history;
     for (size_t i = 0; i < m->n_history; i++) {
         const Bq__Log__EpochStart *h = m->history[i];

@@ -1,7 +1,8 @@
 /* The durable part of elections, in DIR/election beside the binlog: the
  * node's current epoch, whom it voted for in that epoch, and the epoch
  * history (every epoch the node's log has seen, with the LSN of its first
- * frame and the node that opened it). One binlog frame (LSN 0, the current
+ * frame and the node that opened it), and, for a witness, the floor: the
+ * log position it promised a primary never to vote below. One binlog frame (LSN 0, the current
  * epoch) holding a bq.binlog.ElectionState message; replaced atomically
  * (write a temporary file, fsync it, rename it over, fsync the directory),
  * so a crash leaves the old state or the new one, never a mix. */
@@ -24,6 +25,7 @@ typedef struct bq_election_state {
     uint64_t epoch;                      /* 0: never saw one */
     char voted_for[BQ_ESTORE_NAME_MAX];  /* "" when no vote in epoch */
     size_t nhist;                        /* epochs ascending, first_lsn non-decreasing */
+    uint64_t floor_epoch, floor_lsn;     /* a witness never votes below this position */
     bq_epoch_start_t hist[BQ_ESTORE_HISTORY_MAX];
 } bq_election_state_t;
 

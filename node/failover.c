@@ -333,6 +333,8 @@ int bq_failover_start(bq_failover_t **out, uv_loop_t *loop, const bq_flags_t *f,
                    seed, now);
         eff = e != fo->st->epoch ? BQ_EL_PERSIST : 0;
     }
+    bq_el_raise_floor(&fo->el, (bq_el_pos_t){.epoch = fo->st->floor_epoch,
+                                             .lsn = fo->st->floor_lsn});
     if (plan->role == BQ_ROLE_PRIMARY && fo->el.role != BQ_EL_PRIMARY) {
         bq_log(BQ_LOG_ERROR, "cannot take office: the log's epoch is not the one won",
                "won=%" PRIu64 " log=%" PRIu64, plan->office_epoch, log_epoch);
@@ -393,6 +395,21 @@ void bq_failover_higher_epoch(bq_failover_t *fo, uint64_t epoch)
     apply(fo, bq_el_on_epoch(&fo->el, now_ns(), epoch));
 }
 
+/* A witness stores a floor above the one it has before it acknowledges
+ * it: the primary counts it as a copy of what lies below (degraded). */
+static void keep_floor(bq_failover_t *fo, bq_el_pos_t floor)
+{
+    bq_el_pos_t kept = {.epoch = fo->st->floor_epoch, .lsn = fo->st->floor_lsn};
+    if (fo->f->role != BQ_ROLE_WITNESS || bq_el_pos_cmp(floor, kept) <= 0)
+        return;
+    fo->st->floor_epoch = floor.epoch;
+    fo->st->floor_lsn = floor.lsn;
+    if (save(fo) != 0) {
+        fo->st->floor_epoch = kept.epoch;
+        fo->st->floor_lsn = kept.lsn;
+    }
+}
+
 bool bq_failover_heard(bq_failover_t *fo, size_t peer, uint64_t epoch,
                        const Bq__Repl__Heartbeat *hb)
 {
@@ -401,21 +418,34 @@ bool bq_failover_heard(bq_failover_t *fo, size_t peer, uint64_t epoch,
     if (accept && hb) {
         fo->hb_sync = hb->sync;
         fo->hb_commit = hb->commit_lsn;
-        if (hb->sync)
-            bq_el_raise_floor(&fo->el, (bq_el_pos_t){.epoch = hb->epoch, .lsn = hb->commit_lsn});
+        /* A primary of an earlier version names no floor_lsn: its commit
+         * point is one while sync is in force. */
+        uint64_t floor = hb->floor_lsn ? hb->floor_lsn : hb->sync ? hb->commit_lsn : 0;
+        if (floor) {
+            bq_el_pos_t pos = {.epoch = hb->epoch, .lsn = floor};
+            bq_el_raise_floor(&fo->el, pos);
+            keep_floor(fo, pos);
+        }
     }
     apply(fo, eff);
     return accept;
 }
 
+uint64_t bq_failover_kept_floor(const bq_failover_t *fo, uint64_t epoch)
+{
+    return fo->st->floor_epoch == epoch ? fo->st->floor_lsn : 0;
+}
+
 /* Whether a promotion without votes keeps every acknowledged write: two
- * voters, the primary was in sync mode with the refuse fallback (it can
- * acknowledge nothing this standby lacks), and we hold its commit point. */
+ * voters, sync was in force at the primary's last heartbeat (it had
+ * acknowledged nothing this standby lacked), and we hold its commit point.
+ * A primary that went on alone afterwards (degraded, after --sync-timeout
+ * without us) acknowledged writes we lack: a second failure, which
+ * docs/replication.md lists. */
 static bool safe_alone(const bq_failover_t *fo)
 {
     bq_el_pos_t mine = fo->h.mine(fo->h.arg);
-    return fo->el.cfg.nvoters == 2 && fo->hb_sync && !fo->f->sync_fallback_async &&
-           mine.lsn >= fo->hb_commit;
+    return fo->el.cfg.nvoters == 2 && fo->hb_sync && mine.lsn >= fo->hb_commit;
 }
 
 int bq_failover_promote(bq_failover_t *fo, bool force, char *why, size_t whylen)
@@ -441,10 +471,10 @@ int bq_failover_promote(bq_failover_t *fo, bool force, char *why, size_t whylen)
     if (fo->el.cfg.nvoters == 2) {
         snprintf(why, whylen,
                  "this standby may lack acknowledged writes (the primary's last heartbeat: "
-                 "sync %s, commit LSN %" PRIu64 "; ours %" PRIu64 "; --sync-fallback %s); "
+                 "sync %s, commit LSN %" PRIu64 "; ours %" PRIu64 "); "
                  "--force to promote anyway",
-                 fo->hb_sync ? "in force" : "not in force", fo->hb_commit,
-                 fo->h.mine(fo->h.arg).lsn, fo->f->sync_fallback_async ? "async" : "refuse");
+                 fo->hb_sync ? "in force" : "not in force (degraded)", fo->hb_commit,
+                 fo->h.mine(fo->h.arg).lsn);
         return -1;
     }
     return apply(fo, bq_el_campaign(&fo->el, now)) ? 0 : -1;

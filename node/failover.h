@@ -76,6 +76,10 @@ void bq_failover_higher_epoch(bq_failover_t *fo, uint64_t epoch);
 bool bq_failover_heard(bq_failover_t *fo, size_t peer, uint64_t epoch,
                        const Bq__Repl__Heartbeat *hb);
 
+/* The floor this node (a witness) has stored for epoch, 0 when none: it
+ * never votes for a log below (epoch, that LSN). */
+uint64_t bq_failover_kept_floor(const bq_failover_t *fo, uint64_t epoch);
+
 /* An operator or a switchover asks this node to stand now. force: become
  * primary without votes (may lose acknowledged writes; logged as such).
  * 0 when started (the outcome follows: a restart as primary, or nothing),

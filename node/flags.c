@@ -20,7 +20,7 @@
 #include <string.h>
 
 #define DEFAULT_CLUSTER_ID "beanstalkd-ha"
-#define DEFAULT_SYNC_TIMEOUT_MS 5000
+#define DEFAULT_SYNC_TIMEOUT_MS 2000
 #define DEFAULT_REPL_TIMEOUT_MS 5000
 #define DEFAULT_STATUS_INTERVAL_MS 10000
 #define DEFAULT_FAILOVER_TIMEOUT_MS 1000
@@ -473,6 +473,7 @@ static void set_defaults(bq_flags_t *f)
     f->role = BQ_ROLE_SINGLE;
     f->sync_standbys = -1;
     f->sync_timeout_ms = DEFAULT_SYNC_TIMEOUT_MS;
+    f->sync_fallback_async = true; /* non-strict: any one failure leaves writes on */
     f->repl_timeout_ms = DEFAULT_REPL_TIMEOUT_MS;
     f->status_interval_ms = DEFAULT_STATUS_INTERVAL_MS;
     f->failover_timeout_ms = DEFAULT_FAILOVER_TIMEOUT_MS;
@@ -752,10 +753,12 @@ static void usage_cluster(FILE *out)
             " --repl-plaintext        replication without TLS (tests only)\n"
             " --sync-standbys N       standbys that must store a write before it is\n"
             "                         acknowledged (default 1 if there is a standby)\n"
-            " --sync-fallback refuse|async\n"
-            "                         too few standbys: refuse writes or go async\n"
-            "                         (default refuse)\n"
-            " --sync-timeout MS       wait for standbys at most MS (default %d)\n"
+            " --sync-fallback async|refuse\n"
+            "                         too few standbys in sync for --sync-timeout:\n"
+            "                         acknowledge without them (default async) or\n"
+            "                         refuse writes (strict)\n"
+            " --sync-timeout MS       how long replies wait for standbys that are\n"
+            "                         missing or make no progress (default %d)\n"
             " --repl-timeout MS       drop a replication link silent for MS, >= 100\n"
             "                         (default %d)\n"
             " --status-interval MS    log a status line every MS, 0 = never (default %d)\n"

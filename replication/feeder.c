@@ -29,7 +29,9 @@ typedef struct slot {
     conn_t *conn;  /* NULL when not connected */
     bq_sender_t sender;
     bool resyncing; /* its acks describe a log being replaced: ignored */
-    bool witness;   /* a voter without jobs: heartbeats only, no frames, no commit */
+    bool witness;   /* a voter without jobs: heartbeats only, no frames; its floor
+                       counts for the commit point while degraded */
+    bool floor_asked; /* witness: a heartbeat naming a higher floor awaits its ack */
     int64_t clock_offset_ms;
 } slot_t;
 
@@ -224,7 +226,9 @@ static void on_hello(conn_t *c, const Bq__Repl__Hello *h)
     take_slot(f, c, i);
     slot_t *s = &f->slots[i];
     s->witness = h->witness;
+    s->floor_asked = false;
     if (h->witness) {
+        bq_commit_witness(&f->commit, (size_t)i);
         welcome_witness(c);
         return;
     }
@@ -254,8 +258,12 @@ static void on_ack(conn_t *c, const Bq__Repl__Ack *a)
     slot_t *s = &f->slots[c->slot];
     s->clock_offset_ms = (a->wall - bq_repl_wall_ns()) / 1000000;
     if (s->witness) {
+        s->floor_asked = false;
+        if (a->floor_epoch == f->log->epoch(f->log->arg))
+            bq_commit_floor(&f->commit, (size_t)c->slot, a->floor_lsn);
         if (f->cfg.hooks.ack)
             f->cfg.hooks.ack(f->arg, (size_t)c->slot, a->epoch, a->echo);
+        committed(f);
         return;
     }
     if (s->resyncing)
@@ -448,6 +456,7 @@ static void send_heartbeat(bq_feeder_t *f, conn_t *c)
     h.sent = mono_now();
     h.sync = f->commit.state == BQ_SYNC_ON || f->commit.state == BQ_SYNC_WAITING ||
              f->commit.state == BQ_SYNC_REFUSING;
+    h.floor_lsn = bq_commit_floor_lsn(&f->commit);
     m.body_case = BQ__REPL__MESSAGE__BODY_HEARTBEAT;
     m.heartbeat = &h;
     bq_link_send(c->link, &m);
@@ -558,15 +567,39 @@ void bq_feeder_durable(bq_feeder_t *f, uint64_t lsn)
     bq_commit_self_durable(&f->commit, lsn);
 }
 
+/* Degraded with self_counts, the witnesses' floors are copies: each one
+ * that holds less than the floor is asked for it, one heartbeat in flight
+ * at a time (the next asks for all that became durable meanwhile). */
+static void ask_floors(bq_feeder_t *f)
+{
+    uint64_t want = bq_commit_floor_lsn(&f->commit);
+    if (f->commit.state != BQ_SYNC_DEGRADED || !f->commit.self_counts)
+        return;
+    for (size_t i = 0; i < f->cfg.repl.npeers; i++) {
+        slot_t *s = &f->slots[i];
+        if (s->witness && s->conn && !s->conn->closed && !s->floor_asked &&
+            want > f->commit.sb[i].floor) {
+            s->floor_asked = true;
+            send_heartbeat(f, s->conn);
+        }
+    }
+}
+
 uint64_t bq_feeder_commit(bq_feeder_t *f, uint64_t local_release, int64_t now)
 {
     uint64_t c = bq_commit_update(&f->commit, local_release, now);
+    ask_floors(f);
     int64_t due = bq_commit_next_deadline(&f->commit);
     if (due != INT64_MAX && !f->closing) {
         int64_t ms = due > now ? (due - now + 999999) / 1000000 : 0;
         uv_timer_start(&f->deadline, on_deadline, (uint64_t)ms, 0);
     }
     return c;
+}
+
+bool bq_feeder_wants_self_durable(const bq_feeder_t *f)
+{
+    return bq_commit_wants_self_durable(&f->commit);
 }
 
 bq_sync_state_t bq_feeder_sync_state(const bq_feeder_t *f)

@@ -80,6 +80,10 @@ void bq_feeder_durable(bq_feeder_t *f, uint64_t lsn);
 /* The commit point given the local binlog's release point, at now. */
 uint64_t bq_feeder_commit(bq_feeder_t *f, uint64_t local_release, int64_t now);
 
+/* True when replies may wait for this node's own fsync (see
+ * bq_commit_wants_self_durable): the binlog must then sync at once. */
+bool bq_feeder_wants_self_durable(const bq_feeder_t *f);
+
 /* The sync state now (BQ_SYNC_OFF without sync standbys). */
 bq_sync_state_t bq_feeder_sync_state(const bq_feeder_t *f);
 

@@ -62,6 +62,10 @@ static void send_ack(bq_receiver_t *r, bool force)
     ack.wall = bq_repl_wall_ns();
     ack.epoch = r->p_epoch;
     ack.echo = r->echo;
+    if (k->kept_floor) {
+        ack.floor_epoch = r->p_epoch;
+        ack.floor_lsn = k->kept_floor(k->arg, r->p_epoch);
+    }
     m.body_case = BQ__REPL__MESSAGE__BODY_ACK;
     m.ack = &ack;
     bq_link_send(r->link, &m);

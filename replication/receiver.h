@@ -52,6 +52,9 @@ typedef struct bq_repl_sink {
      * (hb: its heartbeat, NULL for its Welcome). false: that epoch is stale
      * here; the link is dropped. */
     bool (*heard)(void *arg, size_t peer, uint64_t epoch, const Bq__Repl__Heartbeat *hb);
+    /* Optional (a witness): the floor it has stored durably in epoch (0:
+     * none), acknowledged to the primary with every ack. */
+    uint64_t (*kept_floor)(void *arg, uint64_t epoch);
     /* Optional: the primary, peer `peer` of epoch, asks us to stand now
      * (switchover). */
     void (*promote)(void *arg, size_t peer, uint64_t epoch);

@@ -1086,7 +1086,7 @@ static bool primary_refusing(void *arg)
     return log_count(arg, A, "refusing writes", "too few standbys in sync") >= 1;
 }
 
-/* The default fallback (refuse), --sync-timeout 300, the link stalled: a
+/* Strict mode (--sync-fallback refuse), --sync-timeout 300, the link stalled: a
  * put made then is held until the standby has it; once the primary
  * refuses, another put answers DRAINING and a delete OUT_OF_MEMORY
  * (docs/replication.md), reads go on; after the held reply arrives (the
@@ -1095,7 +1095,8 @@ static bool primary_refusing(void *arg)
 static void stalled_link_refuses_writes(void **state)
 {
     suite_t *s = *state;
-    const char *const pe[] = {"--repl-timeout", REPL_TIMEOUT, "--sync-timeout", "300", NULL};
+    const char *const pe[] = {"--repl-timeout", REPL_TIMEOUT, "--sync-timeout", "300",
+                              "--sync-fallback", "refuse", NULL};
     const char *const be[] = {"--repl-timeout", REPL_TIMEOUT, NULL};
     const opts_t p = {"primary", "a", pe}, b = {"standby", "b", be};
     char problems[1024] = "", cmd[64];

@@ -54,8 +54,8 @@ static void opt_none(void **state)
     assert_null(f.tls_ca);
     assert_false(f.repl_plaintext);
     assert_int_equal(f.sync_standbys, -1);
-    assert_false(f.sync_fallback_async);
-    assert_int_equal(f.sync_timeout_ms, 5000);
+    assert_true(f.sync_fallback_async);
+    assert_int_equal(f.sync_timeout_ms, 2000);
     assert_int_equal(f.repl_timeout_ms, 5000);
     assert_int_equal(f.status_interval_ms, 10000);
     assert_false(f.check_config);
@@ -431,8 +431,8 @@ static void cluster_minimal_gets_defaults(void **state)
     assert_null(f.tls_cert);
     assert_true(f.repl_plaintext);
     assert_int_equal(f.sync_standbys, 1); /* -1 resolved: there is another node */
-    assert_false(f.sync_fallback_async);
-    assert_int_equal(f.sync_timeout_ms, 5000);
+    assert_true(f.sync_fallback_async);
+    assert_int_equal(f.sync_timeout_ms, 2000);
     assert_int_equal(f.repl_timeout_ms, 5000);
     assert_int_equal(f.status_interval_ms, 10000);
     assert_string_equal(f.binlog_dir, "/d");
@@ -932,7 +932,7 @@ static void describe_cluster(void **state)
     describes(ARGC(base_admin), base_admin,
               "config=ok role=primary node_id=n1 cluster_id=beanstalkd-ha failover=manual "
               "listen=*:11300 repl_listen=h1:7001 repl_tls=off admin_listen=127.0.0.1:9 "
-              "admin_tls=off sync_standbys=1 sync_fallback=refuse failover_timeout_ms=1000 "
+              "admin_tls=off sync_standbys=1 sync_fallback=async failover_timeout_ms=1000 "
               "peers=n1@h1:7001,n2@h2:7002 binlog_dir=/d fsync=50ms max_job_size=65535");
 }
 

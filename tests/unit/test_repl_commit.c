@@ -5,7 +5,9 @@
  * after a catch-up), and a randomized comparison with a small reference
  * model that also checks the invariants: the commit point never goes back,
  * never passes the local release point, and, while sync is in force, every
- * advance is covered by need standbys' flushed LSNs. */
+ * advance is covered by need standbys' flushed LSNs. Also: standbys that
+ * stall without disconnecting, the primary's own fsync wanted at once, and
+ * witnesses' floors in the degraded majority rule. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -315,7 +317,204 @@ static void test_bad_index_and_names(void **state)
     assert_string_equal(bq_commit_state_name((bq_sync_state_t)99), "unknown");
 }
 
-/* Randomized comparison with a reference model. */
+/* A standby that stops acknowledging without closing its connection (a
+ * lost machine, a hung disk) holds replies back; after the timeout without
+ * the commit point moving, the fallback comes into force, every waiting
+ * reply is released (async), and the standby must catch up with what was
+ * logged when it was dropped to count again. */
+static void test_silent_standby_stalls_then_degrades(void **state)
+{
+    (void)state;
+    bq_commit_t c;
+    bq_commit_init(&c, 1, 1, BQ_FALLBACK_ASYNC, T, 0, 0);
+    bq_commit_logged(&c, 10);
+    bq_commit_connected(&c, 0, 10, 1);
+    assert_int_equal(bq_commit_update(&c, 10, 2), 10);
+    assert_int_equal(c.state, BQ_SYNC_ON);
+    assert_true(bq_commit_next_deadline(&c) == INT64_MAX);
+    /* Records it never acknowledges: held since 100. */
+    bq_commit_logged(&c, 20);
+    assert_int_equal(bq_commit_update(&c, 20, 100), 10);
+    assert_int_equal(c.held_since, 100);
+    assert_true(bq_commit_next_deadline(&c) == 100 + T);
+    /* Progress restarts the clock. */
+    ack(&c, 0, 15, 150);
+    assert_int_equal(bq_commit_update(&c, 20, 150), 15);
+    assert_int_equal(c.held_since, 150);
+    ack(&c, 0, 15, 500); /* a heartbeat ack: no progress */
+    assert_int_equal(bq_commit_update(&c, 20, 150 + T - 1), 15);
+    assert_int_equal(c.state, BQ_SYNC_ON);
+    assert_int_equal(bq_commit_update(&c, 20, 150 + T), 20);
+    assert_int_equal(c.state, BQ_SYNC_DEGRADED);
+    assert_false(c.sb[0].in_sync);
+    assert_int_equal(c.sb[0].target, 20);
+    assert_int_equal(bq_commit_in_sync(&c), 0);
+    assert_true(bq_commit_next_deadline(&c) == INT64_MAX);
+    /* It stays degraded until the standby has everything logged when it was
+     * dropped, then sync is back by itself. */
+    bq_commit_logged(&c, 30);
+    assert_int_equal(bq_commit_update(&c, 30, 2000), 30);
+    ack(&c, 0, 19, 2001);
+    assert_int_equal(bq_commit_update(&c, 30, 2002), 30);
+    assert_int_equal(c.state, BQ_SYNC_DEGRADED);
+    ack(&c, 0, 20, 2003);
+    bq_commit_logged(&c, 40);
+    assert_int_equal(bq_commit_update(&c, 40, 2004), 30);
+    assert_int_equal(c.state, BQ_SYNC_ON);
+    ack(&c, 0, 40, 2005);
+    assert_int_equal(bq_commit_update(&c, 40, 2006), 40);
+}
+
+/* Strict: a stalled standby makes the node refuse writes; the replies that
+ * were waiting keep waiting for a standby. */
+static void test_silent_standby_strict_refuses(void **state)
+{
+    (void)state;
+    bq_commit_t c;
+    bq_commit_init(&c, 1, 1, BQ_FALLBACK_REFUSE, T, 0, 0);
+    bq_commit_logged(&c, 10);
+    bq_commit_connected(&c, 0, 10, 1);
+    bq_commit_logged(&c, 12);
+    assert_int_equal(bq_commit_update(&c, 12, 10), 10);
+    assert_int_equal(bq_commit_update(&c, 12, 10 + T), 10);
+    assert_int_equal(c.state, BQ_SYNC_REFUSING);
+    assert_int_equal(bq_commit_floor_lsn(&c), 10);
+    ack(&c, 0, 12, 20 + T);
+    assert_int_equal(bq_commit_update(&c, 12, 21 + T), 12);
+    assert_int_equal(c.state, BQ_SYNC_ON);
+}
+
+/* Nothing held back (no writes, or standbys ahead of the local release
+ * point): no clock runs, however long. */
+static void test_idle_never_stalls(void **state)
+{
+    (void)state;
+    bq_commit_t c;
+    bq_commit_init(&c, 1, 1, BQ_FALLBACK_ASYNC, T, 0, 0);
+    bq_commit_logged(&c, 10);
+    bq_commit_connected(&c, 0, 10, 1);
+    assert_int_equal(bq_commit_update(&c, 10, 2), 10);
+    assert_int_equal(bq_commit_update(&c, 10, 100 * T), 10);
+    assert_int_equal(c.state, BQ_SYNC_ON);
+    assert_int_equal(c.held_since, -1);
+    /* Held back by the local release point (the primary's own fsync under
+     * -f 0), not by the standby: no clock either. */
+    bq_commit_logged(&c, 20);
+    ack(&c, 0, 20, 100 * T + 1);
+    assert_int_equal(bq_commit_update(&c, 15, 100 * T + 2), 15);
+    assert_int_equal(bq_commit_update(&c, 15, 200 * T), 15);
+    assert_int_equal(c.state, BQ_SYNC_ON);
+    assert_int_equal(c.held_since, -1);
+}
+
+/* Two standbys needed, one stalls: the healthy one is dropped too only when
+ * it is behind, and counts again as soon as it has caught up; sync needs
+ * both. */
+static void test_stall_with_two_needed(void **state)
+{
+    (void)state;
+    bq_commit_t c;
+    bq_commit_init(&c, 2, 2, BQ_FALLBACK_ASYNC, T, 0, 0);
+    bq_commit_logged(&c, 10);
+    bq_commit_connected(&c, 0, 10, 1);
+    bq_commit_connected(&c, 1, 10, 1);
+    bq_commit_logged(&c, 20);
+    ack(&c, 1, 20, 2);
+    assert_int_equal(bq_commit_update(&c, 20, 3), 10);
+    assert_int_equal(bq_commit_update(&c, 20, 3 + T), 20);
+    assert_int_equal(c.state, BQ_SYNC_DEGRADED);
+    assert_false(c.sb[0].in_sync);
+    assert_true(c.sb[1].in_sync); /* it had everything */
+    assert_int_equal(bq_commit_in_sync(&c), 1);
+}
+
+/* Automatic failover, three nodes, one standby gone: sync holds with the
+ * other standby and the primary's own fsync, which must then start at once
+ * (group commit) rather than on the -f timer. */
+static void test_self_durable_wanted(void **state)
+{
+    (void)state;
+    bq_commit_t c;
+    bq_commit_init(&c, 2, 1, BQ_FALLBACK_ASYNC, T, 0, 0);
+    c.self_counts = true;
+    bq_commit_logged(&c, 10);
+    bq_commit_connected(&c, 0, 10, 1);
+    bq_commit_connected(&c, 1, 10, 1);
+    assert_int_equal(bq_commit_update(&c, 10, 2), 10);
+    assert_false(bq_commit_wants_self_durable(&c)); /* two standbys in sync */
+    bq_commit_disconnected(&c, 1, 3);
+    assert_int_equal(bq_commit_update(&c, 10, 4), 10);
+    assert_int_equal(c.state, BQ_SYNC_ON);
+    assert_true(bq_commit_wants_self_durable(&c));
+    bq_commit_logged(&c, 20);
+    ack(&c, 0, 20, 5);
+    assert_int_equal(bq_commit_update(&c, 20, 6), 10); /* the primary's fsync */
+    assert_int_equal(c.held_since, -1); /* not held by the standbys */
+    bq_commit_self_durable(&c, 20);
+    assert_int_equal(bq_commit_update(&c, 20, 7), 20);
+    /* Without self_counts the primary's fsync is never waited for here. */
+    bq_commit_t m;
+    bq_commit_init(&m, 2, 1, BQ_FALLBACK_ASYNC, T, 0, 0);
+    assert_false(bq_commit_wants_self_durable(&m));
+}
+
+/* Two data nodes and a witness: degraded with self_counts is Raft's
+ * majority rule, the witness's durable floor standing in for a copy; the
+ * floor the witnesses are asked to promise is the primary's durable LSN. */
+static void test_witness_floor_degraded(void **state)
+{
+    (void)state;
+    bq_commit_t c;
+    bq_commit_init(&c, 2, 1, BQ_FALLBACK_ASYNC, T, 0, 0);
+    c.self_counts = true;
+    assert_int_equal(c.majority, 2);
+    bq_commit_logged(&c, 10);
+    bq_commit_self_durable(&c, 10);
+    bq_commit_connected(&c, 0, 10, 1);
+    bq_commit_witness(&c, 1);
+    assert_int_equal(bq_commit_in_sync(&c), 1); /* the witness never counts */
+    assert_int_equal(bq_commit_update(&c, 10, 2), 10);
+    assert_int_equal(bq_commit_floor_lsn(&c), 10);
+    bq_commit_floor(&c, 1, 7);
+    bq_commit_ack(&c, 1, 50, 50, 50, 3); /* a witness's ack moves nothing */
+    assert_int_equal(c.sb[1].flushed, 0);
+    /* The standby dies. */
+    bq_commit_disconnected(&c, 0, 10);
+    bq_commit_logged(&c, 30);
+    bq_commit_self_durable(&c, 30);
+    assert_int_equal(bq_commit_update(&c, 30, 10), 10);
+    assert_int_equal(c.state, BQ_SYNC_WAITING);
+    assert_int_equal(bq_commit_update(&c, 30, 10 + T), 10);
+    assert_int_equal(c.state, BQ_SYNC_DEGRADED);
+    assert_true(bq_commit_wants_self_durable(&c));
+    assert_int_equal(bq_commit_floor_lsn(&c), 30);
+    /* Acknowledged once the witness promises the floor. */
+    bq_commit_floor(&c, 1, 25);
+    assert_int_equal(bq_commit_update(&c, 30, 11 + T), 25);
+    bq_commit_floor(&c, 1, 20); /* never backwards */
+    assert_int_equal(c.sb[1].floor, 25);
+    bq_commit_floor(&c, 1, 30);
+    assert_int_equal(bq_commit_update(&c, 30, 12 + T), 30);
+    /* And never past the primary's own durable LSN. */
+    bq_commit_logged(&c, 40);
+    bq_commit_floor(&c, 1, 40);
+    assert_int_equal(bq_commit_update(&c, 40, 13 + T), 30);
+    /* Manual failover: degraded means the local release point. */
+    bq_commit_t m;
+    bq_commit_init(&m, 1, 1, BQ_FALLBACK_ASYNC, T, 0, 0);
+    bq_commit_logged(&m, 9);
+    assert_int_equal(bq_commit_update(&m, 9, T), 9);
+    assert_int_equal(bq_commit_floor_lsn(&m), 0);
+}
+
+/* Randomized sequences, checked against invariants computed independently:
+ * the commit point never goes back nor past the local release point; every
+ * advance while sync is in force is covered by need standbys (need + 1
+ * copies with self_counts), and while degraded with self_counts by a
+ * majority of copies and witness floors; while sync is on, no reply the
+ * primary could release waits a timeout or more without the commit point
+ * moving, and while waiting no longer than the timeout since too few
+ * standbys were in sync; degraded without self_counts releases everything. */
 
 static uint64_t rng_state = UINT64_C(0x2545F4914F6CDD1D);
 
@@ -330,50 +529,29 @@ static uint64_t rnd(uint64_t n)
 typedef struct model {
     size_t n;
     unsigned need;
-    bq_fallback_t fallback;
-    bool connected[BQ_COMMIT_MAX_STANDBYS], in_sync[BQ_COMMIT_MAX_STANDBYS];
-    uint64_t target[BQ_COMMIT_MAX_STANDBYS], flushed[BQ_COMMIT_MAX_STANDBYS];
-    uint64_t last_lsn, release;
-    int64_t now, short_since;
+    bool self_counts;
+    bool witness[BQ_COMMIT_MAX_STANDBYS];
+    uint64_t flushed[BQ_COMMIT_MAX_STANDBYS]; /* a witness: its floor */
+    uint64_t last_lsn, release, durable;
+    int64_t now;
+    int64_t moved_at; /* when the commit point last moved or began to be held */
 } model_t;
 
-/* The need-th highest of the model's flushed LSNs, by counting. */
-static bool model_nth(const model_t *m, uint64_t *out)
+/* How many copies hold lsn: standbys' flushed (witnesses' floors when
+ * floors count), and the primary's durable LSN when self_counts. */
+static size_t copies(const model_t *m, uint64_t lsn, bool floors)
 {
-    if (m->need == 0 || m->need > m->n)
-        return false;
-    *out = 0;
-    for (size_t i = 0; i < m->n; i++) {
-        size_t at_least = 0;
-        for (size_t j = 0; j < m->n; j++)
-            at_least += m->flushed[j] >= m->flushed[i];
-        if (at_least >= m->need && m->flushed[i] > *out)
-            *out = m->flushed[i];
-    }
-    return true;
-}
-
-static bq_sync_state_t model_state(model_t *m)
-{
-    size_t k = 0;
+    size_t k = m->self_counts && m->durable >= lsn;
     for (size_t i = 0; i < m->n; i++)
-        k += m->connected[i] && m->in_sync[i];
-    if (m->need == 0 || k >= m->need) {
-        m->short_since = -1;
-        return m->need ? BQ_SYNC_ON : BQ_SYNC_OFF;
-    }
-    if (m->short_since < 0)
-        m->short_since = m->now;
-    if (m->now - m->short_since < T)
-        return BQ_SYNC_WAITING;
-    return m->fallback == BQ_FALLBACK_ASYNC ? BQ_SYNC_DEGRADED : BQ_SYNC_REFUSING;
+        k += (!m->witness[i] || floors) && m->flushed[i] >= lsn;
+    return k;
 }
 
 /* One random event, applied to both the model and c. */
 static void random_event(model_t *m, bq_commit_t *c)
 {
     size_t i = (size_t)rnd(m->n ? m->n : 1);
-    switch (rnd(6)) {
+    switch (rnd(8)) {
     case 0:
         m->last_lsn += rnd(5);
         bq_commit_logged(c, m->last_lsn);
@@ -382,31 +560,37 @@ static void random_event(model_t *m, bq_commit_t *c)
         m->release += rnd(m->last_lsn - m->release + 1);
         break;
     case 2:
-        if (m->n == 0)
+        if (m->n == 0 || m->witness[i])
             break;
-        m->connected[i] = true;
-        m->target[i] = m->last_lsn;
         m->flushed[i] = rnd(m->last_lsn + 1);
-        m->in_sync[i] = m->flushed[i] >= m->target[i];
         bq_commit_connected(c, i, m->flushed[i], m->now);
         break;
     case 3:
         if (m->n == 0)
             break;
-        m->connected[i] = m->in_sync[i] = false;
         bq_commit_disconnected(c, i, m->now);
         break;
     case 4: {
         if (m->n == 0)
             break;
         uint64_t f = rnd(m->last_lsn + 1);
-        if (f > m->flushed[i])
-            m->flushed[i] = f;
-        if (m->connected[i] && m->flushed[i] >= m->target[i])
-            m->in_sync[i] = true;
-        bq_commit_ack(c, i, f, f, f, m->now);
+        if (m->witness[i] && f <= m->durable) {
+            if (f > m->flushed[i])
+                m->flushed[i] = f;
+            bq_commit_floor(c, i, f);
+        } else if (!m->witness[i]) {
+            if (f > m->flushed[i])
+                m->flushed[i] = f;
+            bq_commit_ack(c, i, f, f, f, m->now);
+        }
         break;
     }
+    case 5:
+        if (m->self_counts) {
+            m->durable += rnd(m->last_lsn - m->durable + 1);
+            bq_commit_self_durable(c, m->durable);
+        }
+        break;
     default:
         m->now += (int64_t)rnd(T / 2);
         break;
@@ -415,40 +599,55 @@ static void random_event(model_t *m, bq_commit_t *c)
 
 static void check_step(model_t *m, bq_commit_t *c, uint64_t before)
 {
-    uint64_t after = bq_commit_update(c, m->release, m->now), nth = 0;
-    bq_sync_state_t st = model_state(m);
-    bool sync = st == BQ_SYNC_ON || st == BQ_SYNC_WAITING || st == BQ_SYNC_REFUSING;
+    uint64_t after = bq_commit_update(c, m->release, m->now);
+    bq_sync_state_t st = c->state;
+    uint64_t own = m->self_counts && m->durable < m->release ? m->durable : m->release;
+    size_t need = m->need + (m->self_counts ? 1 : 0);
 
-    assert_int_equal(c->state, st);
     assert_true(after >= before);
     assert_true(after <= m->release);
-    if (sync && after > before)
-        assert_true(model_nth(m, &nth) && after <= nth);
-    if (st == BQ_SYNC_ON && model_nth(m, &nth)) {
-        uint64_t want = nth < m->release ? nth : m->release;
-        assert_int_equal(after, want > before ? want : before);
-    }
-    if (st == BQ_SYNC_OFF || st == BQ_SYNC_DEGRADED)
+    if (after > before && (st == BQ_SYNC_ON || st == BQ_SYNC_WAITING || st == BQ_SYNC_REFUSING))
+        assert_true(copies(m, after, false) >= need);
+    if (after > before && st == BQ_SYNC_DEGRADED && m->self_counts)
+        assert_true(copies(m, after, true) >= (m->n + 1) / 2 + 1);
+    if (st == BQ_SYNC_OFF || (st == BQ_SYNC_DEGRADED && !m->self_counts))
         assert_int_equal(after, m->release);
-    assert_true(bq_commit_next_deadline(c) ==
-                (st == BQ_SYNC_WAITING ? m->short_since + T : INT64_MAX));
+    if (after > before || after >= own)
+        m->moved_at = m->now;
+    if (st == BQ_SYNC_ON && after < own && c->held_since >= 0)
+        assert_true(m->now - c->held_since < T && c->held_since >= m->moved_at - T);
+    if (st == BQ_SYNC_ON)
+        assert_true(bq_commit_in_sync(c) >= m->need);
+    if (st == BQ_SYNC_WAITING) {
+        assert_true(bq_commit_in_sync(c) < m->need);
+        assert_true(m->now - c->short_since < T);
+        assert_true(bq_commit_next_deadline(c) == c->short_since + T);
+    }
+    if (st == BQ_SYNC_OFF)
+        assert_int_equal(m->need, 0);
 }
 
 static void test_random_sequences(void **state)
 {
     (void)state;
-    for (int run = 0; run < 2000; run++) {
+    for (int run = 0; run < 3000; run++) {
         model_t m;
         bq_commit_t c;
         memset(&m, 0, sizeof(m));
         m.n = (size_t)rnd(4);
         m.need = (unsigned)rnd(m.n + 2); /* sometimes more than n */
-        m.fallback = rnd(2) ? BQ_FALLBACK_ASYNC : BQ_FALLBACK_REFUSE;
-        m.short_since = -1;
-        m.last_lsn = m.release = rnd(3);
-        bq_commit_init(&c, m.n, m.need, m.fallback, T, m.release, 0);
-        assert_int_equal(c.state, model_state(&m));
-        for (int step = 0; step < 200; step++) {
+        m.self_counts = rnd(2);
+        m.last_lsn = m.release = m.durable = rnd(3);
+        bq_commit_init(&c, m.n, m.need, rnd(2) ? BQ_FALLBACK_ASYNC : BQ_FALLBACK_REFUSE, T,
+                       m.release, 0);
+        c.self_counts = m.self_counts;
+        bq_commit_self_durable(&c, m.durable);
+        for (size_t i = 0; i < m.n; i++)
+            if (m.self_counts && rnd(3) == 0) {
+                m.witness[i] = true;
+                bq_commit_witness(&c, i);
+            }
+        for (int step = 0; step < 300; step++) {
             uint64_t before = c.commit;
             random_event(&m, &c);
             check_step(&m, &c, before);
@@ -471,6 +670,12 @@ int main(void)
         cmocka_unit_test(test_never_decreases),
         cmocka_unit_test(test_need_above_standbys),
         cmocka_unit_test(test_bad_index_and_names),
+        cmocka_unit_test(test_silent_standby_stalls_then_degrades),
+        cmocka_unit_test(test_silent_standby_strict_refuses),
+        cmocka_unit_test(test_idle_never_stalls),
+        cmocka_unit_test(test_stall_with_two_needed),
+        cmocka_unit_test(test_self_durable_wanted),
+        cmocka_unit_test(test_witness_floor_degraded),
         cmocka_unit_test(test_random_sequences),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
