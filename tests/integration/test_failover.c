@@ -28,11 +28,9 @@
  *
  * A failed case keeps its work directory (binlogs, every node's logs) and
  * prints where it is. BQT_FILTER='name*' runs some cases only. */
-#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -47,6 +45,7 @@
 #include "tests/support/cluster.h"
 #include "tests/support/faultproxy.h"
 #include "tests/support/history.h"
+#include "tests/support/workload.h"
 
 #ifndef BQ_MKCERTS
 #error "BQ_MKCERTS must name deploy/mkcerts"
@@ -56,52 +55,21 @@
 #define KILL9_WORKERS 4
 #define FAILOVER_TIMEOUT_MS 1000 /* the default --failover-timeout */
 #define FAILOVER_MAX_MS 10000    /* a generous bound; the target is 3 s */
-#define PROBE_MS 2000            /* for the reply to a probe (a paused primary never answers) */
 #define HELD_MS 5000             /* for the reply of a put to a resumed or fenced primary */
-#define RETRY_MS 20              /* a worker's pause before it reconnects */
 #define AFTER_ACKS 50            /* puts acknowledged after a failover before it counts as over */
-#define MAX_IDS 100000
-#define PROBE_WORKER 99 /* the history's worker number of the test thread's own puts */
 #define TUBE "fo"
 
 static char g_certs[160];
 static const char *const g_names[NODES] = {"n1", "n2", "n3"};
 static const char *const auto_flags[] = {"--role=standby", "--failover=auto", "-f", "0", NULL};
 
-typedef struct suite suite_t;
-
-typedef struct worker {
-    suite_t *s;
-    int id;
-    unsigned seq;                /* its next put's number: bodies are unique */
-    unsigned long long mine[64]; /* its acknowledged ids not yet deleted, oldest first */
-    size_t nmine;
-    char error[160]; /* a reply no failover explains */
-    pthread_t thread;
-} worker_t;
-
-typedef struct load {
-    worker_t w[KILL9_WORKERS];
-    bool running;
-    atomic_bool stop;
-    atomic_ulong acked;          /* puts acknowledged */
-    atomic_ullong after_ns; /* puts sent since count for recovery_wait (0: none do) */
-    atomic_ullong first_ns; /* reply time of the first of them acknowledged (0: none yet) */
-} load_t;
-
-struct suite {
+typedef struct suite {
     bqc_cluster_t *c;
-    atomic_int port[NODES];        /* client port of each live node, 0 when down */
+    bqw_t *w;                      /* the workers, probes and the history */
     bqt_proxy_t *px[NODES][NODES]; /* px[i][j]: node i's link to node j, when routed */
-    bqh_history_t *h;
-    load_t load;
-    pthread_mutex_t lock;    /* guards ids */
-    unsigned long long *ids; /* every acknowledged id (MAX_IDS at most) */
-    size_t nids;
-    unsigned probes; /* the test thread's puts so far */
     struct round *rounds; /* random_fault_rounds' record, freed by teardown */
     bool passed;
-};
+} suite_t;
 
 /* ---- set-up ---- */
 
@@ -124,34 +92,26 @@ static int setup(void **state)
     if (!s)
         return -1;
     s->c = bqc_new("bq-failover", NODES, g_names, g_certs);
-    s->h = bqh_new();
-    s->ids = malloc(MAX_IDS * sizeof *s->ids);
-    if (!s->c || !s->h || !s->ids) {
+    s->w = s->c ? bqw_new(s->c, TUBE, KILL9_WORKERS) : NULL;
+    if (!s->w) {
         bqc_finish(s->c, true);
-        bqh_free(s->h);
-        free(s->ids);
         free(s);
         return -1;
     }
-    pthread_mutex_init(&s->lock, NULL);
     *state = s;
     return 0;
 }
 
-static bool load_stop(suite_t *s);
-
 static int teardown(void **state)
 {
     suite_t *s = *state;
-    load_stop(s);
+    bqw_stop(s->w);
     bqc_finish(s->c, s->passed);
     for (size_t i = 0; i < NODES; i++)
         for (size_t j = 0; j < NODES; j++)
             bqt_proxy_stop(s->px[i][j]);
-    bqh_free(s->h);
-    free(s->ids);
+    bqw_free(s->w);
     free(s->rounds);
-    pthread_mutex_destroy(&s->lock);
     free(s);
     return 0;
 }
@@ -166,8 +126,7 @@ static const char *name_of(suite_t *s, size_t i)
 /* Starts (or restarts) node i with the cluster's flags; workers may use it. */
 static void node_up(suite_t *s, size_t i)
 {
-    bqc_start(s->c, i, auto_flags);
-    atomic_store(&s->port[i], s->c->node[i].srv.port);
+    bqw_node_up(s->w, i, auto_flags);
 }
 
 static void start_all(suite_t *s)
@@ -176,322 +135,10 @@ static void start_all(suite_t *s)
         node_up(s, i);
 }
 
-/* kill -9 of node i, after the workers stop choosing it. */
-static void node_kill(suite_t *s, size_t i)
-{
-    atomic_store(&s->port[i], 0);
-    bqc_signal(s->c, i, SIGKILL);
-}
-
 static void nap_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
     nanosleep(&ts, NULL);
-}
-
-/* ---- puts and deletes, recorded ---- */
-
-static void note_ack(suite_t *s, unsigned long long id, uint64_t sent_ns, uint64_t reply_ns)
-{
-    load_t *l = &s->load;
-    unsigned long long after = atomic_load(&l->after_ns), none = 0;
-    atomic_fetch_add(&l->acked, 1);
-    if (after && sent_ns >= after)
-        atomic_compare_exchange_strong(&l->first_ns, &none, reply_ns);
-    pthread_mutex_lock(&s->lock);
-    if (s->nids < MAX_IDS)
-        s->ids[s->nids++] = id;
-    pthread_mutex_unlock(&s->lock);
-}
-
-/* Puts a job with the unique body "<who>-<seq>" on fd (its tube in use),
- * records it and returns its outcome; *id from INSERTED. A reply other
- * than INSERTED or DRAINING is described in err. Thread-safe. */
-static bqh_outcome_t put_rec(suite_t *s, int fd, int who, unsigned seq, int ms,
-                             unsigned long long *id, char *err, size_t errlen)
-{
-    char cmd[128], body[48];
-    int blen = snprintf(body, sizeof body, "%d-%u", who, seq);
-    snprintf(cmd, sizeof cmd, "put 0 0 120 %d\r\n%s\r\n", blen, body);
-    uint64_t t0 = bqh_now_ns();
-    char *line = bqc_ask(fd, cmd, ms);
-    uint64_t t1 = bqh_now_ns();
-    bqh_outcome_t out = !line                                    ? BQH_UNKNOWN
-                        : sscanf(line, "INSERTED %llu", id) == 1 ? BQH_ACKED
-                                                                 : BQH_REFUSED;
-    if (out == BQH_REFUSED && strcmp(line, "DRAINING\r\n") != 0)
-        snprintf(err, errlen, "put: \"%.*s\"", (int)strcspn(line, "\r"), line);
-    bqh_put(s->h, who, t0, t1, out, out == BQH_ACKED ? *id : 0, body, (size_t)blen);
-    if (out == BQH_ACKED)
-        note_ack(s, *id, t0, t1);
-    free(line);
-    return out;
-}
-
-/* Deletes the worker's oldest acknowledged job; false when the connection
- * died or the delete was refused. */
-static bool w_delete(worker_t *w, int fd)
-{
-    char cmd[64];
-    snprintf(cmd, sizeof cmd, "delete %llu\r\n", w->mine[0]);
-    uint64_t t0 = bqh_now_ns();
-    char *line = bqc_ask(fd, cmd, BQC_REPLY_MS);
-    bqh_outcome_t out = !line                            ? BQH_UNKNOWN
-                        : !strcmp(line, "DELETED\r\n")   ? BQH_ACKED
-                        : !strcmp(line, "NOT_FOUND\r\n") ? BQH_NOT_FOUND
-                                                         : BQH_UNKNOWN;
-    /* A fenced or refusing primary answers OUT_OF_MEMORY: nothing done. */
-    if (line && out == BQH_UNKNOWN && strcmp(line, "OUT_OF_MEMORY\r\n") != 0)
-        snprintf(w->error, sizeof w->error, "delete %llu: \"%.*s\"", w->mine[0],
-                 (int)strcspn(line, "\r"), line);
-    bqh_delete(w->s->h, w->id, t0, bqh_now_ns(), out, w->mine[0]);
-    memmove(w->mine, w->mine + 1, --w->nmine * sizeof w->mine[0]);
-    free(line);
-    return out != BQH_UNKNOWN;
-}
-
-/* A connection to a live node, trying them in turn from start; -1. */
-static int connect_live(suite_t *s, unsigned start)
-{
-    for (unsigned k = 0; k < NODES; k++) {
-        int port = atomic_load(&s->port[(start + k) % NODES]);
-        int fd = port ? bqt_connect(port) : -1;
-        if (fd >= 0)
-            return fd;
-    }
-    return -1;
-}
-
-/* Puts, and deletes one in two of its jobs, on fd until stopped or the
- * connection fails (dies, or a put is refused). */
-static void w_session(worker_t *w, int fd)
-{
-    load_t *l = &w->s->load;
-    char *line = bqc_ask(fd, "use " TUBE "\r\n", BQC_REPLY_MS);
-    bool alive = line && !strcmp(line, "USING " TUBE "\r\n");
-    free(line);
-    while (alive && !atomic_load(&l->stop)) {
-        unsigned long long id = 0;
-        alive = put_rec(w->s, fd, w->id, w->seq++, BQC_REPLY_MS, &id, w->error,
-                        sizeof w->error) == BQH_ACKED;
-        if (alive)
-            w->mine[w->nmine++] = id;
-        if (alive && (w->seq % 2 == 0 || w->nmine == 64))
-            alive = w_delete(w, fd);
-    }
-}
-
-static void *worker_main(void *arg)
-{
-    worker_t *w = arg;
-    load_t *l = &w->s->load;
-    for (unsigned attempt = (unsigned)w->id; !atomic_load(&l->stop); attempt++) {
-        int fd = connect_live(w->s, attempt);
-        if (fd >= 0) {
-            w_session(w, fd);
-            close(fd);
-        }
-        if (!atomic_load(&l->stop))
-            nap_ms(RETRY_MS);
-    }
-    return NULL;
-}
-
-static void load_start(suite_t *s)
-{
-    load_t *l = &s->load;
-    atomic_store(&l->stop, false);
-    for (int i = 0; i < KILL9_WORKERS; i++) {
-        l->w[i] = (worker_t){.s = s, .id = i};
-        assert_int_equal(pthread_create(&l->w[i].thread, NULL, worker_main, &l->w[i]), 0);
-    }
-    l->running = true;
-}
-
-/* Stops and joins the workers; false when one got a reply no failover
- * explains (printed). */
-static bool load_stop(suite_t *s)
-{
-    load_t *l = &s->load;
-    bool ok = true;
-    if (!l->running)
-        return true;
-    atomic_store(&l->stop, true);
-    for (int i = 0; i < KILL9_WORKERS; i++) {
-        pthread_join(l->w[i].thread, NULL);
-        if (l->w[i].error[0]) {
-            fprintf(stderr, "worker %d: %s\n", i, l->w[i].error);
-            ok = false;
-        }
-    }
-    l->running = false;
-    return ok;
-}
-
-/* ---- who is primary ---- */
-
-/* Puts a job through node i (recorded) and, once it is acknowledged, asks
- * `stats` on that connection: the view of the primary that took it. 0 and
- * *v, or -1 (no answer within PROBE_MS, refused, node down). */
-static int probe(suite_t *s, size_t i, bqc_view_t *v)
-{
-    int port = atomic_load(&s->port[i]);
-    int fd = port ? bqt_connect(port) : -1;
-    char err[160] = "";
-    unsigned long long id;
-    if (fd < 0)
-        return -1;
-    char *r = bqc_ask(fd, "use " TUBE "\r\n", PROBE_MS);
-    bool ok = r && !strcmp(r, "USING " TUBE "\r\n");
-    free(r);
-    ok = ok && put_rec(s, fd, PROBE_WORKER, s->probes++, PROBE_MS, &id, err, sizeof err) ==
-                   BQH_ACKED;
-    if (err[0])
-        fprintf(stderr, "probe through %s: %s\n", name_of(s, i), err);
-    r = ok ? bqc_ask(fd, "stats\r\n", PROBE_MS) : NULL;
-    ok = ok && bqc_view_parse(r, v) == 0 && !strcmp(v->role, "primary");
-    free(r);
-    close(fd);
-    return ok ? 0 : -1;
-}
-
-typedef struct primary_wait {
-    suite_t *s;
-    int exclude; /* a node not to ask (paused, cut off), or -1 */
-    bqc_view_t v;
-} primary_wait_t;
-
-static bool primary_found(void *arg)
-{
-    primary_wait_t *w = arg;
-    for (size_t i = 0; i < NODES; i++) {
-        if ((int)i == w->exclude || probe(w->s, i, &w->v) != 0)
-            continue;
-        int k = bqc_index(w->s->c, w->v.node);
-        if (k >= 0 && k != w->exclude)
-            return true;
-    }
-    return false;
-}
-
-/* Waits until a put through a node other than exclude is acknowledged by a
- * primary other than exclude; returns its index and view. */
-static size_t wait_primary(suite_t *s, int exclude, bqc_view_t *v)
-{
-    primary_wait_t w = {.s = s, .exclude = exclude};
-    if (!bqt_wait_until(primary_found, &w, BQC_WAIT_MS))
-        fail_msg("no primary%s%s acknowledged a put within %d ms", exclude >= 0 ? " but " : "",
-                 exclude >= 0 ? name_of(s, (size_t)exclude) : "", BQC_WAIT_MS);
-    *v = w.v;
-    return (size_t)bqc_index(s->c, v->node);
-}
-
-typedef struct standby_wait {
-    suite_t *s;
-    const char *name;
-    bool caught_up; /* also applied == cluster-last-lsn */
-    bqc_view_t v;
-    char seen[24];
-} standby_wait_t;
-
-/* The primary's stats, through any live node, show the standby streaming. */
-static bool standby_streaming(void *arg)
-{
-    standby_wait_t *w = arg;
-    for (unsigned i = 0; i < NODES; i++) {
-        int fd = connect_live(w->s, i);
-        char *r = fd >= 0 ? bqc_ask(fd, "stats\r\n", PROBE_MS) : NULL;
-        bool ok = bqc_view_parse(r, &w->v) == 0 && !strcmp(w->v.role, "primary");
-        int k = ok ? bqc_view_standby(&w->v, w->name) : -1;
-        free(r);
-        if (fd >= 0)
-            close(fd);
-        if (k < 0)
-            continue;
-        snprintf(w->seen, sizeof w->seen, "%s", w->v.sb[k].state);
-        return !strcmp(w->v.sb[k].state, "streaming") &&
-               (!w->caught_up || w->v.sb[k].applied == w->v.last_lsn);
-    }
-    return false;
-}
-
-static void wait_streaming(suite_t *s, size_t i, bool caught_up)
-{
-    standby_wait_t w = {.s = s, .name = name_of(s, i), .caught_up = caught_up, .seen = "unknown"};
-    if (!bqt_wait_until(standby_streaming, &w, BQC_WAIT_MS))
-        fail_msg("within %d ms the primary did not report %s streaming%s (last seen: %s)",
-                 BQC_WAIT_MS, w.name, caught_up ? " and caught up" : "", w.seen);
-}
-
-/* A put through some node was acknowledged by a primary whose stats show
- * both other nodes streaming from it. */
-static bool settled(void *arg)
-{
-    primary_wait_t *w = arg;
-    if (!primary_found(w))
-        return false;
-    for (size_t i = 0; i < NODES; i++) {
-        const char *name = name_of(w->s, i);
-        int k = strcmp(name, w->v.node) ? bqc_view_standby(&w->v, name) : 0;
-        if (k < 0 || (strcmp(name, w->v.node) && strcmp(w->v.sb[k].state, "streaming")))
-            return false;
-    }
-    return true;
-}
-
-/* ---- failover under load, and the check ---- */
-
-/* A put sent since recovery_arm was acknowledged. */
-static bool acked_again(void *arg)
-{
-    return atomic_load(&((load_t *)arg)->first_ns) != 0;
-}
-
-typedef struct count_wait {
-    atomic_ulong *n;
-    unsigned long target;
-} count_wait_t;
-
-static bool count_reached(void *arg)
-{
-    count_wait_t *w = arg;
-    return atomic_load(w->n) >= w->target;
-}
-
-/* Waits until `more` puts more are acknowledged. */
-static void wait_acks(suite_t *s, unsigned long more)
-{
-    load_t *l = &s->load;
-    count_wait_t cw = {&l->acked, atomic_load(&l->acked) + more};
-    if (!bqt_wait_until(count_reached, &cw, BQC_WAIT_MS))
-        fail_msg("only %lu puts acknowledged within %d ms, want %lu", atomic_load(&l->acked),
-                 BQC_WAIT_MS, cw.target);
-}
-
-/* Arms the clock of a recovery once a fault has taken effect (a put sent
- * earlier may still be acknowledged by the old primary): only puts sent
- * from now on count for recovery_wait. Returns now (monotonic ns). */
-static uint64_t recovery_arm(suite_t *s)
-{
-    load_t *l = &s->load;
-    atomic_store(&l->first_ns, 0);
-    uint64_t now = bqh_now_ns();
-    atomic_store(&l->after_ns, now);
-    return now;
-}
-
-/* Waits until a put sent since recovery_arm (by a worker or a probe) is
- * acknowledged; returns the time from t0 (the fault) to its reply, in ms.
- * what names the fault for the failure message. */
-static long long recovery_wait(suite_t *s, uint64_t t0, const char *what)
-{
-    load_t *l = &s->load;
-    if (!bqt_wait_until(acked_again, l, BQC_WAIT_MS))
-        fail_msg("no put was acknowledged within %d ms of %s", BQC_WAIT_MS, what);
-    long long ms = (long long)((atomic_load(&l->first_ns) - t0) / 1000000);
-    atomic_store(&l->after_ns, 0);
-    bqh_mark(s->h, "puts acknowledged again %lld ms after %s", ms, what);
-    return ms;
 }
 
 /* With the workers running, waits for `more` acknowledged puts, kills the
@@ -500,42 +147,15 @@ static long long recovery_wait(suite_t *s, uint64_t t0, const char *what)
  * first of them, in ms. */
 static long long kill_primary_under_load(suite_t *s, size_t p, unsigned long more)
 {
-    wait_acks(s, more);
-    bqh_mark(s->h, "kill -9 of the primary %s after %lu acknowledged puts", name_of(s, p),
-             atomic_load(&s->load.acked));
-    node_kill(s, p);
-    uint64_t t0 = recovery_arm(s);
-    long long ms = recovery_wait(s, t0, "killing the primary");
-    wait_acks(s, AFTER_ACKS);
+    bqw_wait_acks(s->w, more);
+    bqh_mark(bqw_history(s->w), "kill -9 of the primary %s after %lu acknowledged puts",
+             name_of(s, p), bqw_acked(s->w));
+    bqw_node_kill(s->w, p);
+    uint64_t t0 = bqw_recovery_arm(s->w);
+    long long ms = bqw_recovery_wait(s->w, t0, "killing the primary");
+    bqw_wait_acks(s->w, AFTER_ACKS);
     fprintf(stderr, "failover: %lld ms (primary %s killed)\n", ms, name_of(s, p));
     return ms;
-}
-
-/* Snapshots the primary (through node p, which must be it) once the
- * workers are stopped, and checks the history: nothing lost, nothing
- * resurrected, no other problem. Returns the jobs present. */
-static size_t check_history(suite_t *s, size_t p)
-{
-    char err[256];
-    bqh_snapshot_t *snap = NULL;
-    bqh_report_t rep;
-    if (!load_stop(s))
-        fail_msg("a worker got a reply that no failover explains");
-    int fd = bqt_client(&s->c->node[p].srv);
-    int rc = bqh_snapshot_take(s->h, fd, TUBE, BQC_WAIT_MS, &snap, err, sizeof err);
-    close(fd); /* releases the jobs the snapshot reserved */
-    if (rc != 0)
-        fail_msg("snapshot through %s: %s", name_of(s, p), err);
-    size_t bad = bqh_check(s->h, snap, NULL, &rep);
-    bqh_snapshot_free(snap);
-    bqh_report_summary(stderr, &rep);
-    if (bad)
-        bqh_report_print(stderr, s->h, &rep);
-    assert_int_equal(rep.problems[BQH_LOST], 0);
-    assert_int_equal(rep.problems[BQH_RESURRECTED], 0);
-    assert_int_equal(bad, 0);
-    assert_true(rep.puts_acked > 0 && rep.present > 0);
-    return rep.present;
 }
 
 /* ---- 1. a primary is elected, and replaced after kill -9 ---- */
@@ -552,18 +172,18 @@ static void auto_elects_and_fails_over(void **state)
     bqc_view_t v0, v1;
     long long t0 = bqt_now_ms();
     start_all(s);
-    size_t p = wait_primary(s, -1, &v0);
+    size_t p = bqw_wait_primary(s->w, -1, &v0);
     fprintf(stderr, "first primary: %s, epoch %llu, %lld ms after the start\n", v0.node,
             v0.epoch, bqt_now_ms() - t0);
     assert_int_equal(bqc_log_count(s->c, p, "cluster start", "role=primary"), 1);
-    load_start(s);
+    bqw_start(s->w);
     long long ms = kill_primary_under_load(s, p, random_target(150, 200));
-    size_t q = wait_primary(s, (int)p, &v1);
+    size_t q = bqw_wait_primary(s->w, (int)p, &v1);
     fprintf(stderr, "new primary: %s, epoch %llu\n", v1.node, v1.epoch);
     assert_true(q != p);
     assert_true(v1.epoch > v0.epoch);
     bqc_wait_log(s->c, q, "election: won", NULL, 1, BQC_WAIT_MS);
-    check_history(s, q);
+    bqw_check(s->w, q, NULL, NULL);
     if (ms >= FAILOVER_MAX_MS)
         fail_msg("the failover took %lld ms, want < %d", ms, FAILOVER_MAX_MS);
     s->passed = true;
@@ -576,42 +196,33 @@ static void killed_primary_rejoins(void **state)
     suite_t *s = *state;
     bqc_view_t v0, v1;
     start_all(s);
-    size_t p = wait_primary(s, -1, &v0);
-    load_start(s);
+    size_t p = bqw_wait_primary(s->w, -1, &v0);
+    bqw_start(s->w);
     kill_primary_under_load(s, p, random_target(50, 100));
-    size_t q = wait_primary(s, (int)p, &v1);
+    size_t q = bqw_wait_primary(s->w, (int)p, &v1);
     node_up(s, p); /* the same flags, a new client port */
     bqc_wait_log(s->c, p, "cluster start", "role=standby", 1, BQC_WAIT_MS);
-    wait_streaming(s, p, false);
-    wait_acks(s, 100); /* more writes with it back, some of them through it */
-    size_t present = check_history(s, q);
+    bqw_wait_streaming(s->w, p, false);
+    bqw_wait_acks(s->w, 100); /* more writes with it back, some of them through it */
+    size_t present = bqw_check(s->w, q, NULL, NULL);
     for (size_t i = 0; i < NODES; i++)
         if (i != q)
-            wait_streaming(s, i, true);
+            bqw_wait_streaming(s->w, i, true);
     assert_int_equal(bqc_log_count(s->c, p, "cluster start", "role=primary"), 0);
     for (size_t i = 0; i < NODES; i++) /* the standbys first: no election meanwhile */
         if (i != q)
             bqc_signal(s->c, i, SIGTERM);
     bqc_signal(s->c, q, SIGTERM);
-    size_t found = bqc_compare_dirs(s->c->node[q].bdir, s->c->node[p].bdir, s->ids, s->nids);
+    size_t nids;
+    const unsigned long long *ids = bqw_ids(s->w, &nids);
+    size_t found = bqc_compare_dirs(s->c->node[q].bdir, s->c->node[p].bdir, ids, nids);
     fprintf(stderr, "%zu of %zu acknowledged ids in both directories, %zu jobs in all\n",
-            found, s->nids, present);
+            found, nids, present);
     assert_true(found > 0 && found <= present);
     s->passed = true;
 }
 
 /* ---- 3. a paused primary does not acknowledge after it resumes ---- */
-
-/* Opens a connection straight to node i's client port, using TUBE. */
-static int direct_client(suite_t *s, size_t i)
-{
-    int fd = bqt_client(&s->c->node[i].srv);
-    char *r = bqc_ask(fd, "use " TUBE "\r\n", BQC_REPLY_MS);
-    assert_non_null(r);
-    assert_string_equal(r, "USING " TUBE "\r\n");
-    free(r);
-    return fd;
-}
 
 typedef struct until {
     long long at;
@@ -629,18 +240,18 @@ static void paused_primary_is_fenced(void **state)
     unsigned long long id = 0;
     char err[160] = "";
     start_all(s);
-    size_t p = wait_primary(s, -1, &v0);
-    int fd = direct_client(s, p);
+    size_t p = bqw_wait_primary(s->w, -1, &v0);
+    int fd = bqw_client(s->w, p);
     size_t standby_starts = bqc_log_count(s->c, p, "cluster start", "role=standby");
     until_t resume = {bqt_now_ms() + 3 * FAILOVER_TIMEOUT_MS};
-    bqh_mark(s->h, "SIGSTOP of the primary %s", name_of(s, p));
+    bqh_mark(bqw_history(s->w), "SIGSTOP of the primary %s", name_of(s, p));
     bqt_server_signal(&s->c->node[p].srv, SIGSTOP);
-    size_t q = wait_primary(s, (int)p, &v1);
+    size_t q = bqw_wait_primary(s->w, (int)p, &v1);
     assert_true(q != p && v1.epoch > v0.epoch);
     assert_true(bqt_wait_until(time_reached, &resume, BQC_WAIT_MS));
-    bqh_mark(s->h, "SIGCONT of %s", name_of(s, p));
+    bqh_mark(bqw_history(s->w), "SIGCONT of %s", name_of(s, p));
     bqt_server_signal(&s->c->node[p].srv, SIGCONT);
-    bqh_outcome_t out = put_rec(s, fd, PROBE_WORKER, s->probes++, HELD_MS, &id, err, sizeof err);
+    bqh_outcome_t out = bqw_put(s->w, fd, HELD_MS, &id, err, sizeof err);
     close(fd);
     fprintf(stderr, "a put to the resumed old primary: %s\n",
             out == BQH_ACKED    ? "INSERTED"
@@ -656,8 +267,8 @@ static void paused_primary_is_fenced(void **state)
         fail_msg("the resumed old primary %s answered %s", name_of(s, p), err);
     bqc_wait_log(s->c, p, "cluster start", "role=standby", standby_starts + 1, BQC_WAIT_MS);
     assert_true(bqc_log_count(s->c, p, "restarting", "stepping down") >= 1);
-    wait_streaming(s, p, false);
-    check_history(s, q);
+    bqw_wait_streaming(s->w, p, false);
+    bqw_check(s->w, q, NULL, NULL);
     s->passed = true;
 }
 
@@ -705,26 +316,26 @@ static void partitioned_primary_steps_aside(void **state)
     char err[160] = "";
     route_through_proxies(s);
     start_all(s);
-    size_t p = wait_primary(s, -1, &v0);
-    int fd = direct_client(s, p);
+    size_t p = bqw_wait_primary(s->w, -1, &v0);
+    int fd = bqw_client(s->w, p);
     size_t standby_starts = bqc_log_count(s->c, p, "cluster start", "role=standby");
-    bqh_mark(s->h, "links of the primary %s dropped", name_of(s, p));
+    bqh_mark(bqw_history(s->w), "links of the primary %s dropped", name_of(s, p));
     cut_links(s, p, BQT_PROXY_DROP);
     bqc_wait_log(s->c, p, "fenced: no majority", NULL, 1, BQC_WAIT_MS);
-    bqh_outcome_t out = put_rec(s, fd, PROBE_WORKER, s->probes++, HELD_MS, &id, err, sizeof err);
+    bqh_outcome_t out = bqw_put(s->w, fd, HELD_MS, &id, err, sizeof err);
     if (out != BQH_REFUSED || err[0])
         fail_msg("a put to the fenced primary: %s, want DRAINING",
                  out == BQH_ACKED ? "INSERTED" : out == BQH_UNKNOWN ? "no reply" : err);
     expect_reply(fd, "stats\r\n", "OK ");
     expect_reply(fd, "list-tubes\r\n", "OK ");
-    size_t q = wait_primary(s, (int)p, &v1);
+    size_t q = bqw_wait_primary(s->w, (int)p, &v1);
     assert_true(q != p && v1.epoch > v0.epoch);
-    bqh_mark(s->h, "links healed");
+    bqh_mark(bqw_history(s->w), "links healed");
     cut_links(s, p, BQT_PROXY_PASS);
     bqc_wait_log(s->c, p, "cluster start", "role=standby", standby_starts + 1, BQC_WAIT_MS);
     close(fd);
-    wait_streaming(s, p, false);
-    check_history(s, q);
+    bqw_wait_streaming(s->w, p, false);
+    bqw_check(s->w, q, NULL, NULL);
     s->passed = true;
 }
 
@@ -743,13 +354,13 @@ static void witness_breaks_the_tie(void **state)
     bqc_view_t v0, v1;
     for (size_t i = 0; i < NODES; i++) {
         bqc_start(s->c, i, i == 2 ? witness_flags : witness_data_flags);
-        atomic_store(&s->port[i], s->c->node[i].srv.port); /* the witness proxies too */
+        bqw_node_offer(s->w, i, true); /* the witness proxies too */
     }
-    size_t p = wait_primary(s, -1, &v0);
+    size_t p = bqw_wait_primary(s->w, -1, &v0);
     assert_true(p != 2);
-    load_start(s);
+    bqw_start(s->w);
     long long ms = kill_primary_under_load(s, p, random_target(150, 200));
-    size_t q = wait_primary(s, (int)p, &v1);
+    size_t q = bqw_wait_primary(s->w, (int)p, &v1);
     fprintf(stderr, "with a witness: new primary %s, epoch %llu, after %lld ms\n", v1.node,
             v1.epoch, ms);
     assert_true(q != p && q != 2);
@@ -757,7 +368,7 @@ static void witness_breaks_the_tie(void **state)
     assert_true(bqc_log_count(s->c, 2, "cluster start", "role=witness") >= 1);
     assert_true(bqc_log_count(s->c, 2, "election: vote requested", "granted=1") >= 2);
     assert_int_equal(bqc_log_count(s->c, 2, "election: won", NULL), 0);
-    check_history(s, q);
+    bqw_check(s->w, q, NULL, NULL);
     if (ms >= FAILOVER_MAX_MS)
         fail_msg("the failover took %lld ms, want < %d", ms, FAILOVER_MAX_MS);
     s->passed = true;
@@ -885,7 +496,7 @@ static void plan_round(planner_t *pl, round_t *rd, const round_t *last)
 /* A primary other than the old one acknowledges puts, in a later epoch. */
 static void expect_new_primary(suite_t *s, round_t *rd)
 {
-    rd->q = wait_primary(s, (int)rd->p, &rd->after);
+    rd->q = bqw_wait_primary(s->w, (int)rd->p, &rd->after);
     if (rd->after.epoch <= rd->before.epoch)
         fail_msg("the new primary %s is in epoch %llu, not above %llu", rd->after.node,
                  rd->after.epoch, rd->before.epoch);
@@ -894,7 +505,7 @@ static void expect_new_primary(suite_t *s, round_t *rd)
 /* The primary and its epoch did not change. */
 static void expect_same_primary(suite_t *s, round_t *rd)
 {
-    rd->q = wait_primary(s, -1, &rd->after);
+    rd->q = bqw_wait_primary(s->w, -1, &rd->after);
     if (rd->q != rd->p || rd->after.epoch != rd->before.epoch)
         fail_msg("the primary is %s in epoch %llu, want %s still, in epoch %llu",
                  rd->after.node, rd->after.epoch, rd->before.node, rd->before.epoch);
@@ -905,11 +516,7 @@ static void expect_same_primary(suite_t *s, round_t *rd)
  * records it in rd. */
 static void settle(suite_t *s, round_t *rd)
 {
-    primary_wait_t w = {.s = s, .exclude = -1};
-    if (!bqt_wait_until(settled, &w, BQC_WAIT_MS))
-        fail_msg("within %d ms no primary had both other nodes streaming from it", BQC_WAIT_MS);
-    rd->after = w.v;
-    rd->q = (size_t)bqc_index(s->c, w.v.node);
+    rd->q = bqw_wait_settled(s->w, 0, &rd->after);
 }
 
 /* Waits for the resumed, healed or replaced old primary i to restart as
@@ -944,10 +551,10 @@ static void hold_until(long long at)
 
 static void f_kill_primary(suite_t *s, round_t *rd)
 {
-    node_kill(s, rd->p);
-    uint64_t t0 = recovery_arm(s);
+    bqw_node_kill(s->w, rd->p);
+    uint64_t t0 = bqw_recovery_arm(s->w);
     expect_new_primary(s, rd);
-    rd->recovery_ms = recovery_wait(s, t0, "killing the primary");
+    rd->recovery_ms = bqw_recovery_wait(s->w, t0, "killing the primary");
     if (rd->recovery_ms >= FAILOVER_MAX_MS)
         fail_msg("the failover took %lld ms, want < %d", rd->recovery_ms, FAILOVER_MAX_MS);
     rejoin(s, rd->p);
@@ -962,18 +569,18 @@ static void f_stop_primary(suite_t *s, round_t *rd)
     size_t p = rd->p, downs = step_down_lines(s, p);
     unsigned long long id = 0;
     char err[160] = "";
-    int fd = direct_client(s, p);
+    int fd = bqw_client(s->w, p);
     long long resume = bqt_now_ms() + rd->hold_ms;
-    atomic_store(&s->port[p], 0); /* new connections would wait in its backlog */
+    bqw_node_offer(s->w, p, false); /* new connections would wait in its backlog */
     bqt_server_signal(&s->c->node[p].srv, SIGSTOP);
-    uint64_t t0 = recovery_arm(s);
+    uint64_t t0 = bqw_recovery_arm(s->w);
     expect_new_primary(s, rd);
-    rd->recovery_ms = recovery_wait(s, t0, "stopping the primary");
+    rd->recovery_ms = bqw_recovery_wait(s->w, t0, "stopping the primary");
     hold_until(resume);
-    bqh_mark(s->h, "SIGCONT of %s", name_of(s, p));
+    bqh_mark(bqw_history(s->w), "SIGCONT of %s", name_of(s, p));
     bqt_server_signal(&s->c->node[p].srv, SIGCONT);
-    atomic_store(&s->port[p], s->c->node[p].srv.port);
-    bqh_outcome_t out = put_rec(s, fd, PROBE_WORKER, s->probes++, HELD_MS, &id, err, sizeof err);
+    bqw_node_offer(s->w, p, true);
+    bqh_outcome_t out = bqw_put(s->w, fd, HELD_MS, &id, err, sizeof err);
     close(fd);
     if (out == BQH_ACKED)
         fail_msg("the old primary %s acknowledged a put (id %llu) after it resumed",
@@ -992,12 +599,12 @@ static void fence_and_replace(suite_t *s, round_t *rd, const char *what,
     size_t p = rd->p, fenced = fenced_lines(s, p), downs = step_down_lines(s, p);
     long long heal = bqt_now_ms() + rd->hold_ms;
     cut(s, rd, true);
-    uint64_t t0 = recovery_arm(s);
+    uint64_t t0 = bqw_recovery_arm(s->w);
     expect_new_primary(s, rd);
-    rd->recovery_ms = recovery_wait(s, t0, what);
+    rd->recovery_ms = bqw_recovery_wait(s->w, t0, what);
     bqc_wait_log(s->c, p, "fenced: no majority", NULL, fenced + 1, BQC_WAIT_MS);
     hold_until(heal);
-    bqh_mark(s->h, "links healed");
+    bqh_mark(bqw_history(s->w), "links healed");
     cut(s, rd, false);
     wait_stepped_down(s, p, downs);
 }
@@ -1022,14 +629,14 @@ static void f_cut_one_standby(suite_t *s, round_t *rd)
     long long heal = bqt_now_ms() + rd->hold_ms;
     bqt_proxy_set(s->px[x][p], rd->cut);
     bqt_proxy_set(s->px[p][x], rd->cut);
-    uint64_t t0 = recovery_arm(s);
-    rd->recovery_ms = recovery_wait(s, t0, "cutting one standby off");
+    uint64_t t0 = bqw_recovery_arm(s->w);
+    rd->recovery_ms = bqw_recovery_wait(s->w, t0, "cutting one standby off");
     hold_until(heal);
-    wait_acks(s, AFTER_ACKS); /* still, at the end of the cut */
+    bqw_wait_acks(s->w, AFTER_ACKS); /* still, at the end of the cut */
     expect_same_primary(s, rd);
     if (fenced_lines(s, p) != fenced)
         fail_msg("the primary %s was fenced while one standby was in contact", name_of(s, p));
-    bqh_mark(s->h, "links healed");
+    bqh_mark(bqw_history(s->w), "links healed");
     bqt_proxy_set(s->px[x][p], BQT_PROXY_PASS);
     bqt_proxy_set(s->px[p][x], BQT_PROXY_PASS);
 }
@@ -1063,9 +670,9 @@ static void f_one_way_loss(suite_t *s, round_t *rd)
  * majority, nothing changes; restarted, it streams again. */
 static void f_kill_standby(suite_t *s, round_t *rd)
 {
-    node_kill(s, rd->other);
-    uint64_t t0 = recovery_arm(s);
-    rd->recovery_ms = recovery_wait(s, t0, "killing a standby");
+    bqw_node_kill(s->w, rd->other);
+    uint64_t t0 = bqw_recovery_arm(s->w);
+    rd->recovery_ms = bqw_recovery_wait(s->w, t0, "killing a standby");
     expect_same_primary(s, rd);
     rejoin(s, rd->other);
 }
@@ -1078,7 +685,7 @@ static int switchover_send(suite_t *s, size_t p, size_t target)
     int fd = bqc_admin_post(s->c->node[p].admin_port, path);
     if (fd < 0)
         fail_msg("cannot send %s to the admin API of %s", path, name_of(s, p));
-    bqh_mark(s->h, "%s sent to %s", path, name_of(s, p));
+    bqh_mark(bqw_history(s->w), "%s sent to %s", path, name_of(s, p));
     return fd;
 }
 
@@ -1096,9 +703,9 @@ static void f_switchover(suite_t *s, round_t *rd)
     if (rd->http != 200)
         fail_msg("switchover to %s: %d \"%s\", want 200", name_of(s, rd->other), rd->http,
                  rd->text);
-    recovery_arm(s);
+    bqw_recovery_arm(s->w);
     expect_new_primary(s, rd);
-    rd->recovery_ms = recovery_wait(s, t0, "the switchover");
+    rd->recovery_ms = bqw_recovery_wait(s->w, t0, "the switchover");
     if (rd->q != rd->other || rd->after.epoch != rd->before.epoch + 1)
         fail_msg("after a switchover to %s the primary is %s in epoch %llu, want %s in %llu",
                  name_of(s, rd->other), rd->after.node, rd->after.epoch, name_of(s, rd->other),
@@ -1119,7 +726,7 @@ static void f_switchover_kill(suite_t *s, round_t *rd)
     int fd = switchover_send(s, rd->p, t);
     if (rd->kill_after_ms)
         nap_ms(rd->kill_after_ms);
-    node_kill(s, t);
+    bqw_node_kill(s->w, t);
     rd->http = bqc_admin_reply(fd, BQC_WAIT_MS, rd->text, sizeof rd->text);
     close(fd);
     if (rd->http < 0)
@@ -1127,8 +734,8 @@ static void f_switchover_kill(suite_t *s, round_t *rd)
                  BQC_WAIT_MS);
     if (rd->http != 504 && rd->http != 409 && rd->http != 200 && rd->http != 0)
         fail_msg("a switchover to %s, killed: %d \"%s\"", name_of(s, t), rd->http, rd->text);
-    recovery_arm(s);
-    rd->recovery_ms = recovery_wait(s, t0, "the switchover whose target died");
+    bqw_recovery_arm(s->w);
+    rd->recovery_ms = bqw_recovery_wait(s->w, t0, "the switchover whose target died");
     rejoin(s, t);
     settle(s, rd);
     if (rd->after.epoch < rd->before.epoch)
@@ -1147,12 +754,12 @@ static void (*const fault_run[FAULTS])(suite_t *s, round_t *rd) = {
 static void wait_whole(suite_t *s, const round_t *rd)
 {
     bqc_view_t v;
-    if (s->load.running)
-        wait_acks(s, AFTER_ACKS);
+    if (bqw_running(s->w))
+        bqw_wait_acks(s->w, AFTER_ACKS);
     for (size_t i = 0; i < NODES; i++)
         if (i != rd->q)
-            wait_streaming(s, i, false);
-    size_t q = wait_primary(s, -1, &v);
+            bqw_wait_streaming(s->w, i, false);
+    size_t q = bqw_wait_primary(s->w, -1, &v);
     if (q != rd->q || v.epoch != rd->after.epoch)
         fail_msg("the primary is %s in epoch %llu, want %s in epoch %llu: an election without "
                  "a fault", v.node, v.epoch, rd->after.node, rd->after.epoch);
@@ -1250,14 +857,14 @@ static void random_fault_rounds(void **state)
         s->c->node[i].admin_port = bqt_free_port();
     route_through_proxies(s);
     start_all(s);
-    whole.q = wait_primary(s, -1, &whole.after);
+    whole.q = bqw_wait_primary(s->w, -1, &whole.after);
     wait_whole(s, &whole);
-    load_start(s);
+    bqw_start(s->w);
     for (long r = 0; r < rounds; r++) {
         const round_t *last = r ? &rd[r - 1] : &whole;
         long long t0 = bqt_now_ms();
         plan_round(&pl, &rd[r], last);
-        bqh_mark(s->h, "round %ld: %s, primary %s, standby %s, %lld ms", r + 1,
+        bqh_mark(bqw_history(s->w), "round %ld: %s, primary %s, standby %s, %lld ms", r + 1,
                  fault_name[rd[r].kind], name_of(s, rd[r].p), name_of(s, rd[r].other),
                  rd[r].hold_ms);
         print_round_start(r, rounds, &rd[r]);
@@ -1266,7 +873,7 @@ static void random_fault_rounds(void **state)
         rd[r].round_ms = bqt_now_ms() - t0;
         print_round_end(&rd[r]);
     }
-    check_history(s, rd[rounds - 1].q);
+    bqw_check(s->w, rd[rounds - 1].q, NULL, NULL);
     fprintf(stderr, "%ld rounds in %lld s, seed %llu\n", rounds, (bqt_now_ms() - t_start) / 1000,
             (unsigned long long)seed);
     print_summary(rd, (int)rounds);

@@ -48,11 +48,13 @@ typedef enum bqh_outcome {
 } bqh_outcome_t;
 
 /* What bqh_check may accept. Acknowledgements received at or after
- * promised_before may have been undone (a power loss under -f MS): a job
- * lost or resurrected because of them is counted as allowed, and they are
- * treated as unknown by later checks. */
+ * promised_before, and before promised_after (0: for ever after), may have
+ * been undone (a power loss under -f MS, a second failure while a cluster
+ * was degraded): a job lost or resurrected because of them is counted as
+ * allowed, and they are treated as unknown by later checks. */
 typedef struct bqh_rules {
     uint64_t promised_before; /* monotonic ns, or BQH_ALL_PROMISED */
+    uint64_t promised_after;  /* monotonic ns, or 0 */
 } bqh_rules_t;
 
 typedef enum bqh_problem {
@@ -110,6 +112,10 @@ void bqh_reserve(bqh_history_t *h, int worker, uint64_t sent_ns, uint64_t reply_
 /* Adds a timestamped note to the history ("round 3: kill -9"), printed with
  * the operations around a bad id. Thread-safe. */
 void bqh_mark(bqh_history_t *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Tells h that n jobs on the server are not its own (filled by the test in
+ * another tube, for size): a snapshot does not count them. Thread-safe. */
+void bqh_foreign_jobs(bqh_history_t *h, uint64_t n);
 
 /* Reads every job of the server connected on fd into a new snapshot (*out;
  * free with bqh_snapshot_free): reserves every ready job of tube (NULL:

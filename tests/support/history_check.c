@@ -17,7 +17,7 @@
 typedef struct check {
     bqh_history_t *h;
     const bqh_snapshot_t *snap;
-    uint64_t promised;
+    uint64_t promised, promised_again; /* the window of bqh_rules_t */
     uint32_t number; /* of this check */
     bqh_report_t *rep;
     size_t *by_body, nputs; /* put ops, sorted by body */
@@ -175,6 +175,12 @@ static int build_indexes(check_t *c)
     return 0;
 }
 
+/* True when an acknowledgement received at t may have been undone. */
+static bool unpromised(const check_t *c, uint64_t t)
+{
+    return t >= c->promised && (c->promised_again == 0 || t < c->promised_again);
+}
+
 /* Effective ids: an acknowledged put's id, else the first id its body was
  * seen under; promised from the first acknowledgement or sighting. */
 static void resolve_puts(check_t *c)
@@ -247,7 +253,7 @@ static void check_resurrection(check_t *c, const op_t *o)
         op_t *d = &ops[c->dels[i].op];
         if (d->out != BQH_ACKED || d->voided || d->reply >= o->sent)
             continue;
-        if (o->kind == OP_SEEN && o->check == c->number && d->reply >= c->promised) {
+        if (o->kind == OP_SEEN && o->check == c->number && unpromised(c, d->reply)) {
             d->voided = true;
             c->rep->allowed_resurrected++;
             continue;
@@ -305,7 +311,7 @@ static void check_lost(check_t *c)
         if (!id || !c->acked_at[p] || bsearch(&id, present, n, sizeof *present, bqh__cmp_u64) ||
             delete_excuses(c, id))
             continue;
-        if (c->acked_at[p] >= c->promised) {
+        if (unpromised(c, c->acked_at[p])) {
             ops[p].voided = true;
             c->rep->allowed_lost++;
             continue;
@@ -385,7 +391,8 @@ size_t bqh_check(bqh_history_t *h, const bqh_snapshot_t *snap, const bqh_rules_t
     check_t c = {.h = h,
                  .snap = snap,
                  .rep = rep,
-                 .promised = rules ? rules->promised_before : BQH_ALL_PROMISED};
+                 .promised = rules ? rules->promised_before : BQH_ALL_PROMISED,
+                 .promised_again = rules ? rules->promised_after : 0};
     memset(rep, 0, sizeof *rep);
     pthread_mutex_lock(&h->lock);
     c.number = ++h->checks;

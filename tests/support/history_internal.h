@@ -30,6 +30,7 @@ struct bqh_history {
     size_t n, cap;
     uint64_t t0;
     uint32_t checks;
+    uint64_t foreign; /* jobs on the server that are not the history's */
 };
 
 typedef struct snap_job {

@@ -286,6 +286,13 @@ static int peek_ids(reader_t *r, bqh_snapshot_t *s, const uint64_t *ids, size_t 
     return 0;
 }
 
+void bqh_foreign_jobs(bqh_history_t *h, uint64_t n)
+{
+    pthread_mutex_lock(&h->lock);
+    h->foreign = n;
+    pthread_mutex_unlock(&h->lock);
+}
+
 /* The known ids missing from s are peeked when stats count more jobs. */
 static int find_others(bqh_history_t *h, reader_t *r, bqh_snapshot_t *s, uint64_t total)
 {
@@ -319,6 +326,9 @@ int bqh_snapshot_take(bqh_history_t *h, int fd, const char *tube, int timeout_ms
                         .errlen = errlen,
                         .deadline = bqh_now_ns() + (uint64_t)timeout_ms * 1000000u};
         rc = count_jobs(r, &total);
+        pthread_mutex_lock(&h->lock);
+        total = total > h->foreign ? total - h->foreign : 0;
+        pthread_mutex_unlock(&h->lock);
         s->first = bqh_now_ns();
         if (rc == 0)
             rc = watch_tube(r, tube ? tube : "default");
