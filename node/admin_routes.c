@@ -28,6 +28,13 @@ static void add_standby(cJSON *arr, const bq_cluster_standby_status_t *sb)
     cJSON_AddStringToObject(o, "node_id", sb->name);
     cJSON_AddStringToObject(o, "state", sb->state);
     cJSON_AddStringToObject(o, "address", sb->addr);
+    cJSON_AddNumberToObject(o, "clock_offset_seconds", sb->clock_offset_seconds);
+    if (strcmp(sb->state, "witness") == 0) {
+        /* No records: the floor it promised never to vote below instead. */
+        cJSON_AddNumberToObject(o, "floor_lsn", (double)sb->floor);
+        cJSON_AddItemToArray(arr, o);
+        return;
+    }
     cJSON_AddNumberToObject(o, "sent_lsn", (double)sb->sent);
     cJSON_AddNumberToObject(o, "written_lsn", (double)sb->written);
     cJSON_AddNumberToObject(o, "flushed_lsn", (double)sb->flushed);
@@ -35,7 +42,6 @@ static void add_standby(cJSON *arr, const bq_cluster_standby_status_t *sb)
     cJSON_AddNumberToObject(o, "lag_records", (double)sb->lag_records);
     cJSON_AddNumberToObject(o, "lag_bytes", (double)sb->lag_bytes);
     cJSON_AddNumberToObject(o, "lag_seconds", sb->lag_seconds);
-    cJSON_AddNumberToObject(o, "clock_offset_seconds", sb->clock_offset_seconds);
     cJSON_AddItemToArray(arr, o);
 }
 

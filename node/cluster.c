@@ -377,6 +377,7 @@ static void repl_config(bq_cluster_t *c, bq_repl_config_t *rc)
 
 static void on_committed(void *arg);
 static void on_status(uv_timer_t *t);
+static void log_sync_state(bq_cluster_t *c);
 
 /* The feeder: the primary's, or the standby's that refuses every Hello. */
 static int start_feeder(bq_cluster_t *c, const bq_repl_config_t *rc)
@@ -522,6 +523,7 @@ uint64_t bq_cluster_release(bq_cluster_t *c, uint64_t local)
     if (!bq_failover_may_ack(c->failover) || c->restart_why || c->handover.promoted)
         return c->released;
     uint64_t r = bq_feeder_commit(c->feeder, local, bq_clock_now().mono);
+    log_sync_state(c);
     /* A reply that waits for our own fsync never waits for the -f timer. */
     bq_binlog_sync_eagerly(c->s->binlog, bq_feeder_wants_self_durable(c->feeder));
     if (r > c->released)
@@ -663,13 +665,13 @@ static void log_sync_state(bq_cluster_t *c)
            "state=%s in_sync=%zu", bq_commit_state_name(st), bq_feeder_in_sync(c->feeder));
 }
 
-/* The commit point may have moved, or the sync state changed. */
+/* The commit point may have moved, or the sync state changed (logged when
+ * the commit point is computed again). */
 static void on_committed(void *arg)
 {
     bq_cluster_t *c = arg;
     if (c->closing || c->standby)
         return;
-    log_sync_state(c);
     bq_server_released(c->s);
 }
 
@@ -780,6 +782,7 @@ static void standby_status(bq_cluster_t *c, size_t i, int64_t now, bq_cluster_st
         .lag_bytes = sb.lag_bytes,
         .lag_seconds = (double)sb.lag_ms / 1000.0,
         .clock_offset_seconds = (double)sb.clock_offset_ms / 1000.0,
+        .floor = sb.floor,
     };
 }
 

@@ -66,6 +66,7 @@ typedef struct bq_cluster_standby_status {
     const char *name, *state, *addr; /* state: streaming, catching-up, disconnected */
     uint64_t sent, written, flushed, applied, lag_records, lag_bytes;
     double lag_seconds, clock_offset_seconds;
+    uint64_t floor; /* a witness (state "witness"): the floor it acknowledged storing */
 } bq_cluster_standby_status_t;
 
 /* The node's replication and election state (strings borrowed from c, valid

@@ -373,16 +373,26 @@ void bq_failover_vote(bq_failover_t *fo, size_t peer, const Bq__Repl__VoteReques
                           .prevote = req->prevote,
                           .last = {.epoch = req->last_epoch, .lsn = req->last_lsn}};
     bq_el_reply_t rep;
-    unsigned eff = bq_el_on_request(&fo->el, now_ns(), peer, &rq, fo->h.mine(fo->h.arg), &rep);
+    bq_el_pos_t mine = fo->h.mine(fo->h.arg);
+    unsigned eff = bq_el_on_request(&fo->el, now_ns(), peer, &rq, mine, &rep);
     if (!apply(fo, eff))
         rep.granted = false;
     reply->epoch = rep.epoch;
     reply->prevote = rep.prevote;
     reply->granted = rep.granted;
     reply->primary = (char *)known_primary(fo);
+    /* The log rules are the ones an operator must see: a candidate that
+     * lacks acknowledged records is never elected (docs/failover.md). */
+    const char *why = rep.granted                              ? ""
+                      : bq_el_pos_cmp(rq.last, fo->el.floor) < 0 ? "below our floor: it lacks "
+                                                                   "acknowledged records"
+                      : fo->f->role != BQ_ROLE_WITNESS && bq_el_pos_cmp(rq.last, mine) < 0
+                          ? "its log is behind ours"
+                          : "epoch, vote or a live primary";
     bq_log(BQ_LOG_INFO, "election: vote requested", "candidate=%s epoch=%" PRIu64
-           " prevote=%d granted=%d", fo->repl->peers[peer].name, req->epoch, req->prevote,
-           rep.granted);
+           " prevote=%d granted=%d last=%" PRIu64 ":%" PRIu64 " floor=%" PRIu64 ":%" PRIu64
+           " why=\"%s\"", fo->repl->peers[peer].name, req->epoch, req->prevote, rep.granted,
+           rq.last.epoch, rq.last.lsn, fo->el.floor.epoch, fo->el.floor.lsn, why);
 }
 
 void bq_failover_ack(bq_failover_t *fo, size_t peer, uint64_t epoch, int64_t echo)

@@ -462,14 +462,18 @@ static void send_heartbeat(bq_feeder_t *f, conn_t *c)
     bq_link_send(c->link, &m);
 }
 
-static void on_beat(uv_timer_t *t)
+static void beat_all(bq_feeder_t *f)
 {
-    bq_feeder_t *f = t->data;
     for (size_t i = 0; i < f->cfg.repl.npeers; i++) {
         conn_t *c = f->slots[i].conn;
         if (c && !c->closed)
             send_heartbeat(f, c);
     }
+}
+
+static void on_beat(uv_timer_t *t)
+{
+    beat_all(t->data);
 }
 
 static void on_deadline(uv_timer_t *t)
@@ -587,7 +591,12 @@ static void ask_floors(bq_feeder_t *f)
 
 uint64_t bq_feeder_commit(bq_feeder_t *f, uint64_t local_release, int64_t now)
 {
+    bq_sync_state_t before = f->commit.state;
     uint64_t c = bq_commit_update(&f->commit, local_release, now);
+    /* The standbys learn a change of the sync state at once: whether a
+     * promotion without votes keeps every acknowledged write depends on it. */
+    if (f->commit.state != before && f->cfg.primary)
+        beat_all(f);
     ask_floors(f);
     int64_t due = bq_commit_next_deadline(&f->commit);
     if (due != INT64_MAX && !f->closing) {
@@ -663,8 +672,11 @@ void bq_feeder_standby(const bq_feeder_t *f, size_t i, int64_t now, bq_feeder_st
         .lag_records = f->last_lsn > cs->applied ? f->last_lsn - cs->applied : 0,
         .lag_ms = lag_ms(f, cs->applied, now),
         .clock_offset_ms = s->clock_offset_ms,
+        .floor = cs->floor,
     };
     out->lag_bytes = lag_bytes(f, cs->applied);
+    if (s->witness) /* it holds no records: no lag */
+        out->lag_records = out->lag_bytes = out->lag_ms = 0;
 }
 
 static void close_conn(conn_t *c)

@@ -58,6 +58,7 @@ typedef struct bq_feeder_standby {
     uint64_t lag_bytes;      /* binlog bytes between them (approximate) */
     uint64_t lag_ms;         /* how long ago the first frame it lacks was written */
     int64_t clock_offset_ms; /* its clock - ours, from its last ack */
+    uint64_t floor;          /* a witness: the floor it acknowledged storing */
 } bq_feeder_standby_t;
 
 /* Creates a feeder on loop for log (borrowed; cfg is copied, its strings
