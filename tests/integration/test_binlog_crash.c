@@ -884,10 +884,46 @@ static void checker_reports_each_problem(void **state)
     s->passed = true;
 }
 
+/* Acknowledgements in the window [promised_before, promised_after) may be
+ * undone, those before and after may not; jobs the test declares foreign
+ * (another tube) are not looked for. */
+static void checker_window_and_foreign_jobs(void **state)
+{
+    suite_t *s = *state;
+    assert_int_equal(bqt_server_start(&s->srv, bqt_our_binary(), NULL), 0);
+    int fd = bqt_client(&s->srv);
+    bqt_sends(fd, "use other\r\n");
+    bqt_expect(fd, "USING other\r\n");
+    assert_true(put_job(fd, "foreign-1") > 0);
+    assert_true(put_job(fd, "foreign-2") > 0);
+    close(fd);
+    uint64_t t = bqh_now_ns() - 1000000000u;
+    put_at(s->h, t + 10, BQH_ACKED, 7, "before"); /* lost, promised */
+    put_at(s->h, t + 1000, BQH_ACKED, 8, "inside"); /* lost, in the window */
+    put_at(s->h, t + 3000, BQH_ACKED, 9, "after");  /* lost, promised again */
+    bqh_rules_t rules = {.promised_before = t + 500, .promised_after = t + 2000};
+    bqh_report_t rep;
+    bqh_snapshot_t *snap = snapshot_of(s->h, s->srv.port);
+    assert_int_equal(bqh_check(s->h, snap, &rules, &rep), 2 + 2);
+    bqh_snapshot_free(snap);
+    assert_int_equal(rep.problems[BQH_LOST], 2);
+    assert_int_equal(rep.problems[BQH_UNEXPECTED], 2); /* the two foreign jobs, hidden */
+    assert_int_equal(rep.allowed_lost, 1);
+    bqh_foreign_jobs(s->h, 2);
+    snap = snapshot_of(s->h, s->srv.port);
+    assert_int_equal(bqh_check(s->h, snap, &rules, &rep), 2);
+    bqh_snapshot_free(snap);
+    assert_int_equal(rep.problems[BQH_UNEXPECTED], 0);
+    assert_int_equal(rep.problems[BQH_LOST], 2);
+    s->passed = true;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(checker_reports_each_problem, suite_setup, suite_teardown),
+        cmocka_unit_test_setup_teardown(checker_window_and_foreign_jobs, suite_setup,
+                                        suite_teardown),
         cmocka_unit_test_setup_teardown(kill9_rounds_f0, suite_setup, suite_teardown),
         cmocka_unit_test_setup_teardown(power_loss_rounds_f0, suite_setup, suite_teardown),
         cmocka_unit_test_setup_teardown(kill9_rounds_f50, suite_setup, suite_teardown),
