@@ -428,11 +428,9 @@ bool bq_failover_heard(bq_failover_t *fo, size_t peer, uint64_t epoch,
     if (accept && hb) {
         fo->hb_sync = hb->sync;
         fo->hb_commit = hb->commit_lsn;
-        /* A primary of an earlier version names no floor_lsn: its commit
-         * point is one while sync is in force. */
-        uint64_t floor = hb->floor_lsn ? hb->floor_lsn : hb->sync ? hb->commit_lsn : 0;
-        if (floor) {
-            bq_el_pos_t pos = {.epoch = hb->epoch, .lsn = floor};
+        /* A floor is always a record of the heartbeat's epoch (0: none). */
+        if (hb->floor_lsn) {
+            bq_el_pos_t pos = {.epoch = hb->epoch, .lsn = hb->floor_lsn};
             bq_el_raise_floor(&fo->el, pos);
             keep_floor(fo, pos);
         }

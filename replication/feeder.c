@@ -66,6 +66,8 @@ struct bq_feeder {
     sample_t samples[SAMPLES];
     size_t nsamples, sample_head;
     uint64_t last_lsn;
+    uint64_t office_lsn; /* the log's end when this primary took office: records of
+                            earlier epochs up to here */
 };
 
 static int64_t mono_now(void)
@@ -445,6 +447,16 @@ int bq_feeder_send_promote(bq_feeder_t *f, size_t peer)
 
 /* ---- timers: heartbeats and the end of a sync wait ---- */
 
+/* The floor voters are told to keep: a record of this primary's epoch, so
+ * that after an election nothing is promised before a record of the new
+ * epoch is (a floor at the end of the old log would keep a standby that
+ * lacks only unacknowledged records from ever being elected). 0: none. */
+static uint64_t floor_lsn(const bq_feeder_t *f)
+{
+    uint64_t lsn = bq_commit_floor_lsn(&f->commit);
+    return lsn > f->office_lsn ? lsn : 0;
+}
+
 static void send_heartbeat(bq_feeder_t *f, conn_t *c)
 {
     Bq__Repl__Heartbeat h = BQ__REPL__HEARTBEAT__INIT;
@@ -456,7 +468,7 @@ static void send_heartbeat(bq_feeder_t *f, conn_t *c)
     h.sent = mono_now();
     h.sync = f->commit.state == BQ_SYNC_ON || f->commit.state == BQ_SYNC_WAITING ||
              f->commit.state == BQ_SYNC_REFUSING;
-    h.floor_lsn = bq_commit_floor_lsn(&f->commit);
+    h.floor_lsn = floor_lsn(f);
     m.body_case = BQ__REPL__MESSAGE__BODY_HEARTBEAT;
     m.heartbeat = &h;
     bq_link_send(c->link, &m);
@@ -496,7 +508,7 @@ bq_feeder_t *bq_feeder_new(uv_loop_t *loop, const bq_feeder_config_t *cfg,
     f->arg = arg;
     for (size_t i = 0; i < f->cfg.repl.npeers; i++)
         f->names[i] = cfg->repl.peers[i].name;
-    f->last_lsn = log->written_lsn(log->arg);
+    f->last_lsn = f->office_lsn = log->written_lsn(log->arg);
     bq_commit_init(&f->commit, f->cfg.repl.npeers, cfg->primary ? cfg->sync_need : 0,
                    cfg->fallback, cfg->sync_timeout_ns, f->last_lsn, mono_now());
     f->commit.self_counts = cfg->count_self;
@@ -576,7 +588,7 @@ void bq_feeder_durable(bq_feeder_t *f, uint64_t lsn)
  * at a time (the next asks for all that became durable meanwhile). */
 static void ask_floors(bq_feeder_t *f)
 {
-    uint64_t want = bq_commit_floor_lsn(&f->commit);
+    uint64_t want = floor_lsn(f);
     if (f->commit.state != BQ_SYNC_DEGRADED || !f->commit.self_counts)
         return;
     for (size_t i = 0; i < f->cfg.repl.npeers; i++) {

@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -484,6 +485,41 @@ static void witness_second_failure_elects_only_the_complete_node(void **state)
     s->passed = true;
 }
 
+/* Two data nodes and a witness, --sync-timeout 10 s: the primary dies, the
+ * standby is elected and, before any write of its epoch is acknowledged,
+ * dies too. The witness has heard the new primary (its heartbeats) but
+ * was promised nothing of the new epoch, so the old primary, restarted, is
+ * elected again and nothing is lost. */
+static void witness_new_primary_dies_before_writes(void **state)
+{
+    suite_t *s = *state;
+    static const char *const slow[] = {"--role=standby", "--failover=auto", "--sync-timeout",
+                                       "10000", NULL};
+    bqc_view_t v;
+    make(s, WITNESS, NULL);
+    s->flags[0] = s->flags[1] = slow;
+    for (size_t i = 0; i < 3; i++)
+        node_up(s, i);
+    size_t p = bqw_wait_settled(s->w, 1u << 2, &v), b = other_data(s, p);
+    bqw_start(s->w);
+    bqw_wait_acks(s->w, 100);
+    bqw_stop(s->w);
+    bqw_node_kill(s->w, p);
+    bqc_wait_log(s->c, b, "cluster start", "role=primary", 1, BQC_WAIT_MS);
+    char heard[64];
+    snprintf(heard, sizeof heard, "primary=%s", name_of(s, b));
+    bqc_wait_log(s->c, 2, "replication: following the primary", heard, 1, BQC_WAIT_MS);
+    bqc_wait_log(s->c, 2, "election: the primary is known", heard, 1, BQC_WAIT_MS);
+    struct timespec beat = {0, 600 * 1000000}; /* a few heartbeats reach the witness */
+    nanosleep(&beat, NULL);
+    wait_sync(s, b, "waiting");
+    bqw_node_kill(s->w, b);
+    node_up(s, p);
+    assert_int_equal(bqw_wait_primary(s->w, (int)b, &v), p);
+    bqw_check(s->w, p, NULL, NULL);
+    s->passed = true;
+}
+
 /* ---- a large queue ---- */
 
 static long env_long(const char *name, long dflt)
@@ -596,6 +632,7 @@ int main(void)
         T(strict_refuses_and_loses_nothing),
         T(pair_second_failure_loses_only_the_window),
         T(witness_second_failure_elects_only_the_complete_node),
+        T(witness_new_primary_dies_before_writes),
         T(witness_large_queue_standby_away),
     };
     if (getenv("BQT_FILTER"))

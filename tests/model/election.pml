@@ -36,6 +36,31 @@
  *                        makes a node a follower of it with no vote given
  * crash                  kill -9 and restart: role and votes lost; epoch,
  *                        vote and log kept
+ * With -DWITNESS, node W = 2 is a --role=witness (can_lead false): a voter
+ * with no log, which gets no frames and never stands; 0 and 1 are the data
+ * nodes, each the other's only standby:
+ * nd[W].floor_e, .floor_k
+ *                        the witness's floor (epoch, LSN): election_store.h
+ *                        floor_epoch, floor_lsn; durable
+ * send_floor             feeder.c: a heartbeat to the witness naming
+ *                        floor_lsn = bq_commit_floor_lsn (the commit point
+ *                        while sync is in force, the primary's durable LSN
+ *                        while degraded: ask_floors), of the primary's epoch
+ * take_floor             receiver.c on_heartbeat, failover.c
+ *                        bq_failover_heard: bq_el_on_primary refuses a
+ *                        heartbeat of a lower epoch (no floor, no ack) and
+ *                        adopts a higher one; keep_floor stores a higher
+ *                        floor durably; then the ack names the floor kept
+ *                        for the heartbeat's epoch (kept_floor), which
+ *                        feeder.c on_ack counts (bq_commit_floor) when that
+ *                        epoch is the primary's
+ * vote by the witness    would_vote: the candidate's position at least the
+ *                        floor (and at least the witness's empty log)
+ * acknowledge            commit.c with self_counts: the sync rule (the
+ *                        primary's durable log and the standby's flushed
+ *                        entries: need + 1 = 2 copies) or, degraded, the
+ *                        majority rule (2 of: the primary's durable log, the
+ *                        standby's flushed entries, the witness's floor)
  *
  * Faults, in any interleaving: any node crashes and restarts between any
  * two steps; a message may never arrive (loss, partition) or arrive
@@ -47,11 +72,12 @@
  * Over-approximations (each only adds behaviours, so what holds here holds
  * for the rules in the code):
  * - any node that is not primary may stand at any time: this covers the
- *   timeouts, PreVote and the floor, which only withhold an election or a
- *   vote;
+ *   timeouts, PreVote and the data nodes' floors (bq_el_raise_floor from
+ *   heartbeats, in memory), which only withhold an election or a vote;
  * - a primary may send any entry of its log (covers the fork-point search
- *   and resync); heartbeats are left out: one that is taken changes nothing
- *   that the frame of the entry it names would not, and acknowledges as far;
+ *   and resync); heartbeats to a data node are left out: one that is taken
+ *   changes nothing that the frame of the entry it names would not, and
+ *   acknowledges as far (its floor only withholds votes);
  * - any node may learn a higher epoch of any other node at any time (covers
  *   every refusal that names a higher epoch). A request of a candidate that
  *   no longer stands, and frames of an epoch below the receiver's, reach
@@ -65,13 +91,42 @@
  *   does not change while it is primary, and P3 checks the primaries of
  *   later epochs when they win. CheckQuorum fencing (bq_el_may_ack) only
  *   withholds acknowledgements.
+ * With -DWITNESS:
+ * - the primary acknowledges by the sync rule or by the majority rule
+ *   whenever that rule's condition holds, whether sync is in force or not;
+ * - a primary may send the witness, at any time, the floor (its epoch, k)
+ *   for any k up to its durable log whose entry is of its epoch: this covers
+ *   the commit point and the durable LSN, and earlier floors that arrive
+ *   late or after later ones. Floors whose entry is of an earlier epoch (a
+ *   new primary's commit point before it logged anything) are not sent:
+ *   nothing of the primary's epoch lies at or below them, so they count for
+ *   no reply and only withhold votes;
+ * - the witness's ack reaches the primary at once, as a standby's does, and
+ *   names the floor the witness keeps durably for the primary's epoch at
+ *   that moment; the primary acknowledges what it may by it at once. An ack
+ *   that arrives later, again (the periodic ack, the one after a new
+ *   Welcome) or never releases nothing more: a floor only rises, and the
+ *   witness stored it while in the primary's epoch, so it refuses every
+ *   candidate below it in that epoch and every later one; the primary is
+ *   primary from its send to the ack (a restarted primary is a standby);
+ * - without LAZY_FSYNC the primary holds its log durably as it writes it,
+ *   and a floor the witness keeps is one it sent, so the majority rule is
+ *   the primary and one other; with SELF_FLUSHED the primary's durable log
+ *   is fl, the floor it learned is match[W], and commit() applies both
+ *   rules, the standby and the witness without the primary included;
+ * - the witness's own log position (nothing) and its in-memory floor, which
+ *   is above the durable one while keep_floor's save fails, only withhold
+ *   votes and are left out; its crash then changes nothing modelled.
  * Not modelled: bq_el_assume (a primary without votes: --force, unsafe by
- * design), witnesses, and the async modes (--sync-standbys 0, fallback
- * async), which may lose acknowledged writes, as docs/replication.md says.
+ * design), the async modes (--sync-standbys 0, fallback async without
+ * automatic failover), which may lose acknowledged writes, as
+ * docs/replication.md says, and a cluster with more than one witness or more
+ * than three voters.
  *
  * Bounds: 3 voters, epochs 1..MAXE, logs of at most MAXL entries (check runs
- * MAXE 3 with MAXL 3, and MAXE 4 with MAXL 2). By symmetry node 0 stands
- * first: nothing else can happen before a node stands.
+ * MAXE 3 with MAXL 3, and MAXE 4 with MAXL 2; with WITNESS MAXE 4 with MAXL
+ * 3, which includes both). By symmetry node 0 stands first: nothing else can
+ * happen before a node stands.
  *
  * Properties (assertions):
  *  P1 election safety: at most one node ever becomes primary of an epoch
@@ -87,7 +142,8 @@
  *     acknowledged entries it lacks (its votes were given before): it can
  *     acknowledge nothing, which P2 checks.
  *  LM log matching: a standby's log up to the entry it acknowledges is the
- *     primary's.
+ *     primary's; a floor the witness keeps for the primary's epoch names an
+ *     entry of that epoch in the primary's log.
  *
  * Variants (-D to spin), each expected to fail an assertion:
  *  BROKEN_VOTE   votes without the log comparison (P3)
@@ -100,6 +156,13 @@
  *                primary counts itself as holding them (P3). With
  *                SELF_FLUSHED as well it counts itself only up to what it
  *                fsynced, and the properties hold.
+ *  WITNESS       node 2 is a witness (see above); the properties hold, also
+ *                with LAZY_FSYNC and SELF_FLUSHED. With it, each fails:
+ *  BROKEN_FLOOR  the witness votes without comparing with its floor (P3)
+ *  BROKEN_EARLY_FLOOR the primary counts the floor it asks the witness to
+ *                keep before the witness stored it (P2 or P3)
+ *  BROKEN_STALE_FLOOR the witness keeps and acknowledges a floor of an
+ *                epoch below its own (P2)
  */
 
 #define N 3
@@ -111,6 +174,10 @@
 #endif
 #define NOBODY N
 #define MAJORITY 2
+
+#ifdef WITNESS
+#define W 2 /* the witness; 0 and 1 are the data nodes, 1 - i the other of i */
+#endif
 
 #define FOLLOWER 0
 #define CANDIDATE 1
@@ -125,14 +192,19 @@ typedef node_t {
     byte fl;        /* durable: entries fsynced; the rest is in the page cache */
 #endif
 #ifdef SELF_FLUSHED
-    byte match[N];  /* volatile: entries each standby flushed, primary */
+    byte match[N];  /* volatile, primary: entries each standby flushed (the
+                       witness: the floor it acknowledged in this epoch) */
+#endif
+#ifdef WITNESS
+    byte floor_e;   /* durable, the witness: the floor (epoch, LSN) it never */
+    byte floor_k;   /* votes below; 0 for the data nodes (left out) */
 #endif
     byte role;      /* volatile */
     byte granted;   /* volatile: voters (bit per node) that granted, candidate */
 };
 
 /* Frames in flight: e = 0 for none; the entry after index pk (of epoch pe)
- * with epoch ee. */
+ * with epoch ee. To the witness: the floor (e, pk) of the primary of e. */
 typedef app_t {
     byte e;
     byte pk;
@@ -182,7 +254,11 @@ inline reap() {
     do
     :: m_t < N * (N - 1) ->
         if
+#ifdef BROKEN_STALE_FLOOR
+        :: ap[m_t].e != 0 && ap[m_t].e < nd[TO(m_t)].epoch && TO(m_t) != W ->
+#else
         :: ap[m_t].e != 0 && ap[m_t].e < nd[TO(m_t)].epoch ->
+#endif
             ap[m_t].e = 0;
             ap[m_t].pk = 0;
             ap[m_t].pe = 0;
@@ -195,6 +271,12 @@ inline reap() {
 #endif
     skip
 }
+
+#ifdef LAZY_FSYNC
+#define DURABLE(n) nd[n].fl
+#else
+#define DURABLE(n) nd[n].ln
+#endif
 
 /* Entries past ln are zero, so that equal logs are equal states. */
 inline trim(n) {
@@ -229,6 +311,10 @@ inline vote(i, c) {
     :: nd[i].voted != i &&
 #else
     :: (nd[i].voted == NOBODY || nd[i].voted == c) &&
+#endif
+#if defined(WITNESS) && !defined(BROKEN_FLOOR)
+        (LASTE(c) > nd[i].floor_e ||
+         (LASTE(c) == nd[i].floor_e && nd[c].ln >= nd[i].floor_k)) &&
 #endif
 #ifdef BROKEN_VOTE
         true ->
@@ -330,14 +416,20 @@ inline acknowledge(i) {
 
 #ifdef SELF_FLUSHED
 /* Primary i acknowledges the last entry of its epoch that it has fsynced and
- * a standby reported flushed, if any. */
+ * a standby reported flushed, if any. With the witness: the last one that
+ * two of the three hold (its own fsynced log, the standby's flushed entries,
+ * the witness's floor), which includes the sync rule. */
 inline commit(i) {
     m_k = nd[i].ln;
     do
     :: m_k > 0 && nd[i].log[m_k - 1] == nd[i].epoch ->
         if
-        :: nd[i].fl >= m_k &&
-           (nd[i].match[(i + 1) % N] >= m_k || nd[i].match[(i + 2) % N] >= m_k) ->
+        :: ((nd[i].fl >= m_k &&
+             (nd[i].match[(i + 1) % N] >= m_k || nd[i].match[(i + 2) % N] >= m_k))
+#ifdef WITNESS
+            || (nd[i].match[1 - i] >= m_k && nd[i].match[W] >= m_k)
+#endif
+           ) ->
             acknowledge(i);
             break
         :: else -> m_k--
@@ -426,6 +518,74 @@ inline learn(i, j) {
     reap()
 }
 
+#ifdef WITNESS
+/* Primary i asks the witness to keep the floor (its epoch, k): a heartbeat
+ * naming floor_lsn k, its commit point while sync is in force or its durable
+ * LSN while degraded; any durable entry k of its epoch (see the
+ * over-approximations). */
+inline send_floor(i, k) {
+    nd[i].role == PRIMARY && k <= DURABLE(i) && nd[i].log[k - 1] == nd[i].epoch;
+    ap[L(i, W)].e = nd[i].epoch;
+    ap[L(i, W)].pk = k;
+    printf("n%d sends to n%d: the floor (%d, %d)\n", i, W, nd[i].epoch, k);
+#ifdef BROKEN_EARLY_FLOOR
+    /* counts the witness as holding k before it stored it */
+    m_k = k;
+    acknowledge(i);
+#endif
+    reap()
+}
+
+/* The witness takes the floor that p sent it (failover.c: bq_failover_heard
+ * refuses a heartbeat of a lower epoch, else adopts its epoch and
+ * keep_floor stores a higher floor durably); its ack names the floor it
+ * keeps for that epoch (receiver.c: kept_floor), which the primary counts
+ * (feeder.c: bq_commit_floor) as a copy. */
+inline take_floor(p) {
+    ap[L(p, W)].e != 0;
+    m_e = ap[L(p, W)].e;
+    m_pk = ap[L(p, W)].pk;
+    ap[L(p, W)].e = 0;
+    ap[L(p, W)].pk = 0;
+    printf("n%d gets the floor (%d, %d) of n%d\n", W, m_e, m_pk, p);
+    if
+#ifndef BROKEN_STALE_FLOOR
+    :: m_e < nd[W].epoch -> skip /* stale: refused, no ack */
+#endif
+    :: else ->
+        if
+        :: m_e > nd[W].epoch -> adopt(W, m_e)
+        :: else -> skip
+        fi;
+        if
+        :: m_e > nd[W].floor_e || (m_e == nd[W].floor_e && m_pk > nd[W].floor_k) ->
+            nd[W].floor_e = m_e;
+            nd[W].floor_k = m_pk;
+            printf("n%d keeps the floor (%d, %d)\n", W, m_e, m_pk)
+        :: else -> skip
+        fi;
+        /* the ack: the floor kept in epoch m_e */
+        if
+        :: nd[p].role == PRIMARY && nd[p].epoch == m_e && nd[W].floor_e == m_e ->
+            m_k = nd[W].floor_k;
+            printf("n%d: n%d keeps the floor %d\n", p, W, m_k);
+            assert(m_k <= nd[p].ln && nd[p].log[m_k - 1] == m_e); /* LM */
+#ifdef SELF_FLUSHED
+            if
+            :: nd[p].match[W] < m_k -> nd[p].match[W] = m_k
+            :: else -> skip
+            fi;
+            commit(p)
+#else
+            acknowledge(p)
+#endif
+        :: else -> skip
+        fi
+    fi;
+    reap()
+}
+#endif
+
 inline crash(i) {
     nd[i].role != FOLLOWER;
     clear_volatile(i);
@@ -457,6 +617,7 @@ inline flush(i) {
 }
 #endif
 
+#ifndef WITNESS
 proctype Node(byte i)
 {
 end:
@@ -489,6 +650,57 @@ end:
 #endif
     od
 }
+#else
+/* A data node (0 or 1): the other data node is 1 - i. */
+proctype Node(byte i)
+{
+end:
+    do
+    :: d_step { stand(i) }
+    :: d_step { vote(i, (1 - i)) }
+    :: d_step { win(i) }
+    :: d_step { write(i) }
+    :: d_step { send(i, (1 - i), 0) }
+    :: d_step { send(i, (1 - i), 1) }
+#if MAXL >= 3
+    :: d_step { send(i, (1 - i), 2) }
+#endif
+    :: d_step { send_floor(i, 1) }
+    :: d_step { send_floor(i, 2) }
+#if MAXL >= 3
+    :: d_step { send_floor(i, 3) }
+#endif
+    :: d_step { recv(i, (1 - i)) }
+    :: d_step { learn(i, (1 - i)) }
+    :: d_step { learn(i, W) }
+    :: d_step { crash(i) }
+#ifdef LAZY_FSYNC
+    :: d_step { crash_keep(i, 0) }
+    :: d_step { crash_keep(i, 1) }
+#if MAXL >= 3
+    :: d_step { crash_keep(i, 2) }
+#endif
+    :: d_step { flush(i) }
+#endif
+    od
+}
+
+/* The witness: votes, keeps floors, learns epochs; it never stands, gets no
+ * frames, and a crash changes nothing modelled (role follower, the rest
+ * durable). */
+proctype Witness()
+{
+end:
+    do
+    :: d_step { vote(W, 0) }
+    :: d_step { vote(W, 1) }
+    :: d_step { take_floor(0) }
+    :: d_step { take_floor(1) }
+    :: d_step { learn(W, 0) }
+    :: d_step { learn(W, 1) }
+    od
+}
+#endif
 
 init
 {
@@ -501,6 +713,10 @@ init
     atomic {
         run Node(0);
         run Node(1);
+#ifdef WITNESS
+        run Witness()
+#else
         run Node(2)
+#endif
     }
 }
