@@ -263,9 +263,7 @@ int64_t bq_commit_next_deadline(const bq_commit_t *c)
 
 bool bq_commit_wants_self_durable(const bq_commit_t *c)
 {
-    if (!c->self_counts || c->state == BQ_SYNC_OFF)
-        return false;
-    return c->state == BQ_SYNC_DEGRADED || bq_commit_in_sync(c) < c->need + 1;
+    return c->self_counts && c->state != BQ_SYNC_OFF;
 }
 
 uint64_t bq_commit_floor_lsn(const bq_commit_t *c)

@@ -130,10 +130,10 @@ uint64_t bq_commit_update(bq_commit_t *c, uint64_t local_release, int64_t now);
  * time replies may be held back), or INT64_MAX. */
 int64_t bq_commit_next_deadline(const bq_commit_t *c);
 
-/* True when the primary's own durable LSN may be what holds the commit
- * point back (self_counts, and fewer than need + 1 standbys in sync, or
- * degraded): its replies then wait for its fsync, which must start at once
- * (group commit) rather than on the -f timer. */
+/* True when the primary's own durable LSN is one of the copies a reply
+ * waits for (self_counts, sync not off): its fsync must then start at once
+ * (group commit) rather than on the -f timer, so that a reply waits for the
+ * fastest need + 1 of the copies, and with a standby down for no timer. */
 bool bq_commit_wants_self_durable(const bq_commit_t *c);
 
 /* The floor voters must not vote below, at the commit point's epoch: the
