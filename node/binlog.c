@@ -329,6 +329,12 @@ int bq_binlog_start(bq_binlog_t *b, bq_engine_t *e, bq_now_t now)
     b->lsns.last = b->lsns.written = b->lsns.synced = b->release = res.last_lsn;
     b->synced_told = res.last_lsn;
     b->epoch = res.last_epoch;
+    if (b->cfg.new_epoch && (res.last_epoch >= BQ_EPOCH_MAX || b->cfg.min_epoch > BQ_EPOCH_MAX)) {
+        bq_log(BQ_LOG_ERROR, "the binlog's epoch is at the limit: no new epoch can follow",
+               "dir=\"%s\" epoch=%llu (docs/failover.md)", b->cfg.dir,
+               (unsigned long long)res.last_epoch);
+        return BQ_BINLOG_EREPLAY;
+    }
     if (b->cfg.new_epoch)
         b->epoch = res.last_epoch + 1 > b->cfg.min_epoch ? res.last_epoch + 1 : b->cfg.min_epoch;
     if (b->cfg.follower) {

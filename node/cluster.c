@@ -358,7 +358,8 @@ static void repl_config(bq_cluster_t *c, bq_repl_config_t *rc)
             c->self = p;
             continue;
         }
-        c->peers[c->npeers++] = (bq_repl_peer_t){.name = p->name, .host = p->host, .port = p->port};
+        c->peers[c->npeers++] = (bq_repl_peer_t){
+            .name = p->name, .host = p->host, .port = p->port, .witness = p->witness};
     }
     *rc = (bq_repl_config_t){
         .cluster_id = c->f->cluster_id,

@@ -58,14 +58,17 @@ static bool name_ok(const char *s)
 }
 
 /* The rules load enforces, so that save never writes what load refuses:
- * names terminated, at most BQ_ESTORE_HISTORY_MAX epochs, strictly
+ * names terminated, no epoch above BQ_EPOCH_MAX (none can be reached: a
+ * file that names one was written by a version before the bound, or by
+ * hand), at most BQ_ESTORE_HISTORY_MAX epochs, strictly
  * ascending, first_lsn non-decreasing. */
 static bool state_ok(const bq_election_state_t *st)
 {
-    if (!name_ok(st->voted_for) || st->nhist > BQ_ESTORE_HISTORY_MAX)
+    if (!name_ok(st->voted_for) || st->nhist > BQ_ESTORE_HISTORY_MAX ||
+        st->epoch > BQ_EPOCH_MAX || st->floor_epoch > BQ_EPOCH_MAX)
         return false;
     for (size_t i = 0; i < st->nhist; i++) {
-        if (!name_ok(st->hist[i].node))
+        if (!name_ok(st->hist[i].node) || st->hist[i].epoch > BQ_EPOCH_MAX)
             return false;
         if (i > 0 && (st->hist[i].epoch <= st->hist[i - 1].epoch ||
                       st->hist[i].first_lsn < st->hist[i - 1].first_lsn))

@@ -315,6 +315,18 @@ static bq_flags_action_t set_peer(bq_flags_t *f, const long_arg_t *la, const cha
     return BQ_FLAGS_RUN;
 }
 
+/* NAME of a peer that is a witness; checked against the peers once every
+ * option is read. */
+static bq_flags_action_t set_witness(bq_flags_t *f, const long_arg_t *la, const char *arg)
+{
+    if (!valid_name(arg, strlen(arg)))
+        return fail_value(f, la, "bad NAME: want 1 to 63 of A-Z a-z 0-9 . _ -", arg);
+    if (f->nwitnesses == BQ_FLAGS_MAX_PEERS)
+        return fail_value(f, la, "too many", arg);
+    f->witnesses[f->nwitnesses++] = arg;
+    return BQ_FLAGS_RUN;
+}
+
 /* HOST:PORT, checked like a --peer address and kept as given. */
 static bq_flags_action_t set_listen(bq_flags_t *f, const long_arg_t *la, const char *arg)
 {
@@ -372,6 +384,7 @@ static const long_arg_t long_args[] = {
     {"node-id", set_name, FIELD(node_id), 0, true},
     {"cluster-id", set_name, FIELD(cluster_id), 0, true},
     {"peer", set_peer, 0, 0, true},
+    {"witness", set_witness, 0, 0, true},
     {"repl-listen", set_listen, FIELD(repl_listen), 0, true},
     {"tls-cert", set_file, FIELD(tls_cert), 0, true},
     {"tls-key", set_file, FIELD(tls_key), 0, true},
@@ -505,12 +518,32 @@ static bq_flags_action_t check_tls(bq_flags_t *f)
     return BQ_FLAGS_RUN;
 }
 
+/* Marks the peers named by --witness (each must be one), and this node
+ * when it is a witness; a data node cannot name itself. */
+static bq_flags_action_t mark_witnesses(bq_flags_t *f, size_t self)
+{
+    for (size_t w = 0; w < f->nwitnesses; w++) {
+        size_t k = 0;
+        while (k < f->npeers && strcmp(f->peers[k].name, f->witnesses[w]) != 0)
+            k++;
+        if (k == f->npeers)
+            return fail(f, "--witness is not one of the --peer names", f->witnesses[w]);
+        if (k == self && f->role != BQ_ROLE_WITNESS)
+            return fail(f, "--witness names this node, which is not --role=witness",
+                        f->witnesses[w]);
+        f->peers[k].witness = true;
+    }
+    if (f->role == BQ_ROLE_WITNESS)
+        f->peers[self].witness = true;
+    return BQ_FLAGS_RUN;
+}
+
 /* The peers name every node, this one included; sync_standbys counts the
- * others, and its default (-1) becomes 1 when there is another node. */
+ * other data nodes, and its default (-1) becomes 1 when there is one. */
 static bq_flags_action_t check_peers(bq_flags_t *f)
 {
     size_t k = 0;
-    long others;
+    long others = 0;
 
     if (f->npeers < 2)
         return fail(f, "flag requires at least 2 --peer (every node, this one included)", "--role");
@@ -518,7 +551,10 @@ static bq_flags_action_t check_peers(bq_flags_t *f)
         k++;
     if (k == f->npeers)
         return fail(f, "--node-id is not one of the --peer names", f->node_id);
-    others = (long)f->npeers - 1;
+    if (mark_witnesses(f, k) != BQ_FLAGS_RUN)
+        return f->action;
+    for (size_t i = 0; i < f->npeers; i++)
+        others += i != k && !f->peers[i].witness;
     if (f->sync_standbys > others) {
         char what[96], value[24];
         snprintf(what, sizeof what, "invalid --sync-standbys (at most %ld with %zu peers)", others,
@@ -527,7 +563,7 @@ static bq_flags_action_t check_peers(bq_flags_t *f)
         return fail(f, what, value);
     }
     if (f->sync_standbys < 0)
-        f->sync_standbys = 1; /* min(1, others), and others >= 1 here */
+        f->sync_standbys = others > 0 ? 1 : 0;
     return BQ_FLAGS_RUN;
 }
 
@@ -679,7 +715,8 @@ static void describe_cluster(line_t *l, const bq_flags_t *f)
     put(l, " peers=");
     for (size_t k = 0; k < f->npeers; k++) {
         format_addr(addr, sizeof addr, f->peers[k].host, f->peers[k].port);
-        put(l, "%s%s@%s", k ? "," : "", f->peers[k].name, addr);
+        put(l, "%s%s@%s%s", k ? "," : "", f->peers[k].name, addr,
+            f->peers[k].witness ? "(witness)" : "");
     }
 }
 
@@ -747,6 +784,8 @@ static void usage_cluster(FILE *out)
             " --cluster-id ID         the same on every node (default %s)\n"
             " --peer NAME=HOST:PORT   a node's replication address; one per node, this\n"
             "                         one included (at most %d); IPv6 as [ADDR]:PORT\n"
+            " --witness NAME          that peer is a witness: it votes and stores no\n"
+            "                         jobs (repeatable; every node must say so)\n"
             " --repl-listen HOST:PORT replication listen address (default: our --peer)\n"
             " --tls-cert FILE --tls-key FILE --tls-ca FILE\n"
             "                         TLS for replication (all three required)\n"

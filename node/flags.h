@@ -51,6 +51,7 @@ typedef struct bq_flags_peer {
     char name[64];  /* node id: [A-Za-z0-9._-]{1,63} */
     char host[256]; /* DNS name, IPv4, or IPv6 in brackets ("[::1]" stored as "::1") */
     char port[8];   /* 1..65535 */
+    bool witness;   /* named by --witness (or it is this node, --role=witness) */
 } bq_flags_peer_t;
 
 typedef struct bq_flags {
@@ -78,12 +79,14 @@ typedef struct bq_flags {
     const char *cluster_id;       /* --cluster-id ID (default "beanstalkd-ha") */
     bq_flags_peer_t peers[BQ_FLAGS_MAX_PEERS]; /* --peer, repeatable, every node incl. this one */
     size_t npeers;
+    const char *witnesses[BQ_FLAGS_MAX_PEERS]; /* --witness NAME, repeatable: peers that only vote */
+    size_t nwitnesses;
     const char *repl_listen;      /* --repl-listen HOST:PORT (default: our --peer address) */
     const char *tls_cert, *tls_key, *tls_ca; /* --tls-cert/--tls-key/--tls-ca FILE */
     bool repl_plaintext;          /* --repl-plaintext (tests only: no TLS) */
     long sync_standbys;           /* --sync-standbys N; -1 = default (1 with standbys) */
-    bool sync_fallback_async;     /* --sync-fallback refuse|async (default refuse) */
-    size_t sync_timeout_ms;       /* --sync-timeout MS (default 5000) */
+    bool sync_fallback_async;     /* --sync-fallback async|refuse (default async) */
+    size_t sync_timeout_ms;       /* --sync-timeout MS (default 2000) */
     size_t repl_timeout_ms;       /* --repl-timeout MS: a silent link is dropped (default 5000) */
     size_t status_interval_ms;    /* --status-interval MS: status log line (default 10000, 0 off) */
     bool failover_auto;           /* --failover=auto|manual (default manual) */

@@ -20,6 +20,11 @@
 #include <stdint.h>
 
 #define BQ_FRAME_HEADER 24
+/* No epoch above this is ever written, adopted or stood in: far beyond any
+ * real count of elections (one per failover timeout at most), it keeps
+ * every epoch + 1 from wrapping. */
+#define BQ_EPOCH_MAX (UINT64_C(1) << 62)
+
 /* A job body of the largest -z plus the record around it. */
 #define BQ_FRAME_MAX_PAYLOAD (1073741824u + 4096u)
 

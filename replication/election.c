@@ -10,6 +10,8 @@
 
 #include <string.h>
 
+#include "protocol/frame.h"
+
 #define NEVER INT64_MIN
 
 int bq_el_pos_cmp(bq_el_pos_t a, bq_el_pos_t b)
@@ -19,6 +21,11 @@ int bq_el_pos_cmp(bq_el_pos_t a, bq_el_pos_t b)
     if (a.lsn != b.lsn)
         return a.lsn < b.lsn ? -1 : 1;
     return 0;
+}
+
+bool bq_el_epoch_plausible(const bq_election_t *e, uint64_t epoch)
+{
+    return epoch <= BQ_EPOCH_MAX && (epoch <= e->epoch || epoch - e->epoch <= BQ_EL_MAX_JUMP);
 }
 
 static uint64_t next_rand(bq_election_t *e)
@@ -108,10 +115,11 @@ static unsigned become_follower(bq_election_t *e, int64_t now)
     return eff;
 }
 
-/* Moves to a higher epoch with no vote given and no primary known. */
+/* Moves to a higher, plausible epoch with no vote given and no primary
+ * known. */
 static unsigned adopt(bq_election_t *e, uint64_t epoch, int64_t now)
 {
-    if (epoch <= e->epoch)
+    if (epoch <= e->epoch || !bq_el_epoch_plausible(e, epoch))
         return 0;
     e->epoch = epoch;
     e->voted_for = -1;
@@ -149,6 +157,8 @@ static unsigned start_election(bq_election_t *e, int64_t now)
 {
     unsigned eff = BQ_EL_PERSIST | BQ_EL_REQUEST;
 
+    if (e->epoch >= BQ_EPOCH_MAX)
+        return 0;
     e->epoch++;
     e->voted_for = (int)e->cfg.self;
     eff |= set_primary(e, -1);
@@ -167,6 +177,10 @@ static unsigned start_election(bq_election_t *e, int64_t now)
 
 static unsigned start_prevote(bq_election_t *e, int64_t now)
 {
+    if (e->epoch >= BQ_EPOCH_MAX) {
+        rearm(e, now);
+        return 0;
+    }
     e->role = BQ_EL_PRECANDIDATE;
     e->granted = bit(e->cfg.self);
     rearm(e, now);
@@ -247,7 +261,7 @@ unsigned bq_el_on_request(bq_election_t *e, int64_t now, size_t from, const bq_e
     unsigned eff = 0;
     bool ok = false;
 
-    if (from < e->cfg.nvoters && from != e->cfg.self) {
+    if (from < e->cfg.nvoters && from != e->cfg.self && bq_el_epoch_plausible(e, req->epoch)) {
         if (req->prevote)
             ok = would_vote(e, from, req->epoch, req->last, mine) &&
                  !within(e, e->heard_at, now) && !bq_el_may_ack(e, now);
@@ -295,7 +309,8 @@ unsigned bq_el_on_primary(bq_election_t *e, int64_t now, size_t from, uint64_t e
 {
     unsigned eff;
 
-    *accept = from < e->cfg.nvoters && from != e->cfg.self && epoch >= e->epoch;
+    *accept = from < e->cfg.nvoters && from != e->cfg.self && epoch >= e->epoch &&
+              bq_el_epoch_plausible(e, epoch);
     if (!*accept)
         return 0;
     eff = adopt(e, epoch, now);
@@ -339,7 +354,7 @@ unsigned bq_el_assume(bq_election_t *e, int64_t now)
 {
     unsigned eff;
 
-    if (!e->cfg.can_lead || e->role == BQ_EL_PRIMARY)
+    if (!e->cfg.can_lead || e->role == BQ_EL_PRIMARY || e->epoch >= BQ_EPOCH_MAX)
         return 0;
     eff = start_election(e, now) & ~(unsigned)BQ_EL_REQUEST;
     if (e->role == BQ_EL_PRIMARY)

@@ -14,7 +14,12 @@
  *   no log, compares with its floor alone). So a winner holds every record
  *   that a majority, or the sync standbys, acknowledged.
  * - Seeing a higher epoch in any message makes a node a follower of that
- *   epoch with no vote given; messages of a lower epoch are stale.
+ *   epoch with no vote given; messages of a lower epoch are stale. An epoch
+ *   is believed only when it is at most BQ_EL_MAX_JUMP above ours and at
+ *   most BQ_EPOCH_MAX: a message naming a larger one changes nothing and is
+ *   refused (a peer cannot push the cluster to an epoch that wraps, or so
+ *   high that no election can follow), and no node stands above
+ *   BQ_EPOCH_MAX.
  * - PreVote: a follower that heard nothing from a primary for the timeout
  *   first asks whether it could win (epoch + 1, nothing stored); a voter
  *   says yes only when the candidate's log would get its vote and it has not
@@ -50,6 +55,11 @@
 #include <stdint.h>
 
 #define BQ_EL_MAX_VOTERS 8
+/* The most an epoch can rise from one message: elections raise it by one
+ * (PreVote keeps a cut-off node from raising it at all), so a million is
+ * far more than a node away for any real time can have missed, and 2^62
+ * epochs take 4.6 * 10^12 such messages. */
+#define BQ_EL_MAX_JUMP UINT64_C(1000000)
 
 /* A log position, compared epoch first, then LSN. */
 typedef struct bq_el_pos {
@@ -114,6 +124,10 @@ enum {
 /* -1, 0 or 1 as a is below, equal to or above b. */
 int bq_el_pos_cmp(bq_el_pos_t a, bq_el_pos_t b);
 
+/* Whether epoch may be believed from a message: at most ours plus
+ * BQ_EL_MAX_JUMP, and at most BQ_EPOCH_MAX. */
+bool bq_el_epoch_plausible(const bq_election_t *e, uint64_t epoch);
+
 /* Starts e as a follower of the stored epoch and vote (-1: none), with no
  * primary known, as if one had been heard at now, and, when automatic and
  * can_lead, a random deadline from now; seed (any value) makes the
@@ -141,7 +155,7 @@ unsigned bq_el_on_reply(bq_election_t *e, int64_t now, size_t from, const bq_el_
 
 /* A follower got a message (hello reply, frames, heartbeat) from `from`,
  * primary of epoch. Returns effects; false in *accept when epoch is stale
- * (below ours): drop that connection. */
+ * (below ours) or not plausible: drop that connection. */
 unsigned bq_el_on_primary(bq_election_t *e, int64_t now, size_t from, uint64_t epoch,
                           bool *accept);
 
@@ -159,13 +173,13 @@ unsigned bq_el_on_epoch(bq_election_t *e, int64_t now, uint64_t epoch);
 void bq_el_raise_floor(bq_election_t *e, bq_el_pos_t pos);
 
 /* An operator asks this node to stand now, without PreVote: it becomes a
- * candidate of epoch + 1. Returns effects, 0 when it cannot lead or is the
- * primary already. */
+ * candidate of epoch + 1. Returns effects, 0 when it cannot lead, is the
+ * primary already, or its epoch is BQ_EPOCH_MAX. */
 unsigned bq_el_campaign(bq_election_t *e, int64_t now);
 
 /* An operator makes this node primary of epoch + 1 without votes (forced, or
- * the only voter). Returns effects, 0 when it cannot lead or is the primary
- * already. */
+ * the only voter). Returns effects, 0 when it cannot lead, is the primary
+ * already, or its epoch is BQ_EPOCH_MAX. */
 unsigned bq_el_assume(bq_election_t *e, int64_t now);
 
 /* The node restarted into the office it won: primary of epoch (which must

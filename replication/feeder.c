@@ -56,6 +56,7 @@ struct bq_feeder {
     void (*committed)(void *arg);
     void *arg;
     bq_log_limit_t tls_refused; /* one "TLS peer refused" line a second */
+    bq_log_limit_t hello_refused; /* and one "standby refused" line */
     uv_tcp_t listener;
     bool listening, closing;
     uv_timer_t beat, deadline;
@@ -63,6 +64,7 @@ struct bq_feeder {
     slot_t slots[BQ_COMMIT_MAX_STANDBYS];
     conn_t *pending[MAX_PENDING]; /* unassigned connections */
     const char *names[BQ_COMMIT_MAX_STANDBYS];
+    bool witness[BQ_COMMIT_MAX_STANDBYS]; /* declared in our flags (--witness) */
     sample_t samples[SAMPLES];
     size_t nsamples, sample_head;
     uint64_t last_lsn;
@@ -146,11 +148,28 @@ static void decide(bq_feeder_t *f, conn_t *c, const Bq__Repl__Hello *h, bq_hs_de
         .segs = segs,
         .nsegs = n,
         .peers = f->names,
+        .witness = f->witness,
         .npeers = f->cfg.repl.npeers,
         .tls_name = bq_link_peer_name(c->link),
     };
     bq_hs_decide(&p, h, d);
     free(segs);
+}
+
+/* The identity rules alone (no log needed); true when h was refused. */
+static bool identity_refused(bq_feeder_t *f, conn_t *c, const Bq__Repl__Hello *h,
+                             bq_hs_decision_t *d)
+{
+    bq_hs_primary_t p = {
+        .cluster_id = f->cfg.repl.cluster_id,
+        .node_id = f->cfg.repl.node_id,
+        .epoch = f->log->epoch(f->log->arg),
+        .peers = f->names,
+        .witness = f->witness,
+        .npeers = f->cfg.repl.npeers,
+        .tls_name = bq_link_peer_name(c->link),
+    };
+    return bq_hs_identity_refused(&p, h, d);
 }
 
 static int slot_of(const bq_feeder_t *f, const char *name)
@@ -204,10 +223,25 @@ static void welcome_witness(conn_t *c)
            f->names[c->slot], bq_link_peer_addr(c->link), bq_link_security(c->link));
 }
 
+static void refuse_hello(conn_t *c, const Bq__Repl__Hello *h, const bq_hs_decision_t *d)
+{
+    bq_log_limited(&c->f->hello_refused, BQ_LOG_WARN, "replication: standby refused",
+                   "peer=%s node=\"%.64s\" why=\"%s\"", bq_link_peer_addr(c->link), h->node_id,
+                   d->detail);
+    send_refuse(c, d->reason, d->detail);
+}
+
 static void on_hello(conn_t *c, const Bq__Repl__Hello *h)
 {
     bq_feeder_t *f = c->f;
     char err[256];
+    bq_hs_decision_t d;
+    /* Nothing in a hello is believed before its sender is known to be a
+     * peer of this cluster in the role it claims. */
+    if (identity_refused(f, c, h, &d)) {
+        refuse_hello(c, h, &d);
+        return;
+    }
     uint64_t seen = h->epoch > h->last_epoch ? h->epoch : h->last_epoch;
     if (seen > f->log->epoch(f->log->arg) && f->cfg.hooks.higher_epoch)
         f->cfg.hooks.higher_epoch(f->arg, seen);
@@ -216,12 +250,9 @@ static void on_hello(conn_t *c, const Bq__Repl__Hello *h)
         send_refuse(c, BQ__REPL__REFUSE_REASON__NOT_PRIMARY, "this node is not the primary");
         return;
     }
-    bq_hs_decision_t d;
     decide(f, c, h, &d);
     if (d.action == BQ_HS_REFUSE) {
-        bq_log(BQ_LOG_WARN, "replication: standby refused", "peer=%s node=\"%s\" why=\"%s\"",
-               bq_link_peer_addr(c->link), h->node_id, d.detail);
-        send_refuse(c, d.reason, d.detail);
+        refuse_hello(c, h, &d);
         return;
     }
     int i = slot_of(f, h->node_id);
@@ -506,8 +537,10 @@ bq_feeder_t *bq_feeder_new(uv_loop_t *loop, const bq_feeder_config_t *cfg,
     f->log = log;
     f->committed = cb;
     f->arg = arg;
-    for (size_t i = 0; i < f->cfg.repl.npeers; i++)
+    for (size_t i = 0; i < f->cfg.repl.npeers; i++) {
         f->names[i] = cfg->repl.peers[i].name;
+        f->witness[i] = cfg->repl.peers[i].witness;
+    }
     f->last_lsn = f->office_lsn = log->written_lsn(log->arg);
     bq_commit_init(&f->commit, f->cfg.repl.npeers, cfg->primary ? cfg->sync_need : 0,
                    cfg->fallback, cfg->sync_timeout_ns, f->last_lsn, mono_now());

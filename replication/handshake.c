@@ -22,12 +22,13 @@ static void refuse(bq_hs_decision_t *out, Bq__Repl__RefuseReason reason, const c
     out->detail = detail;
 }
 
-static bool is_peer(const bq_hs_primary_t *p, const char *node_id)
+/* The index of peer node_id, or -1. */
+static long peer_index(const bq_hs_primary_t *p, const char *node_id)
 {
     for (size_t i = 0; i < p->npeers; i++)
         if (strcmp(str(p->peers[i]), node_id) == 0)
-            return true;
-    return false;
+            return (long)i;
+    return -1;
 }
 
 /* The detail of a node id the primary does not accept, or NULL when it is
@@ -38,15 +39,15 @@ static const char *node_id_problem(const bq_hs_primary_t *p, const char *node_id
         return "the hello has an empty node id";
     if (strcmp(node_id, str(p->node_id)) == 0)
         return "the node id is the primary's own";
-    if (!is_peer(p, node_id))
+    if (peer_index(p, node_id) < 0)
         return "the node id is not one of the primary's peers";
     if (p->tls_name && strcmp(node_id, p->tls_name) != 0)
         return "the node id differs from the name in the standby's certificate";
     return NULL;
 }
 
-/* Applies the refusal rules; true when h was refused. */
-static bool refused(const bq_hs_primary_t *p, const Bq__Repl__Hello *h, bq_hs_decision_t *out)
+bool bq_hs_identity_refused(const bq_hs_primary_t *p, const Bq__Repl__Hello *h,
+                            bq_hs_decision_t *out)
 {
     const char *problem;
 
@@ -64,6 +65,22 @@ static bool refused(const bq_hs_primary_t *p, const Bq__Repl__Hello *h, bq_hs_de
         refuse(out, BQ__REPL__REFUSE_REASON__UNKNOWN_NODE, problem);
         return true;
     }
+    long i = peer_index(p, str(h->node_id));
+    bool declared = p->witness && p->witness[i];
+    if (h->witness != declared) {
+        refuse(out, BQ__REPL__REFUSE_REASON__UNKNOWN_NODE,
+               declared ? "the node is a witness (--witness) but says it is a standby"
+                        : "the node says it is a witness, but no --witness names it");
+        return true;
+    }
+    return false;
+}
+
+/* Applies the refusal rules; true when h was refused. */
+static bool refused(const bq_hs_primary_t *p, const Bq__Repl__Hello *h, bq_hs_decision_t *out)
+{
+    if (bq_hs_identity_refused(p, h, out))
+        return true;
     if (h->last_epoch > p->epoch) {
         refuse(out, BQ__REPL__REFUSE_REASON__STALE_PRIMARY,
                "the standby has seen a higher epoch than the primary's");

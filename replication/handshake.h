@@ -11,6 +11,7 @@
 #ifndef BQ_REPL_HANDSHAKE_H
 #define BQ_REPL_HANDSHAKE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -31,6 +32,7 @@ typedef struct bq_hs_primary {
     const bq_hs_segment_t *segs; /* retained segments, oldest first (nsegs >= 1) */
     size_t nsegs;
     const char *const *peers; /* node ids allowed to follow (the other peers) */
+    const bool *witness;      /* per peer: declared a witness (NULL: none is) */
     size_t npeers;
     const char *tls_name;     /* the name the standby's certificate matched;
                                  NULL in plaintext */
@@ -51,10 +53,17 @@ typedef struct bq_hs_decision {
                                       (for RESUME at last_lsn + 1: the last one) */
 } bq_hs_decision_t;
 
-/* Decides what to do with hello h (borrowed) on primary p. Refusals: a
+/* The identity rules alone: true (and *out a refusal) when hello h has a
  * version other than BQ_REPL_VERSION, another cluster id, a node id that is
- * empty, our own, not a peer or not the certificate's name, or a standby
- * that saw an epoch above ours (we are a stale primary). */
+ * empty, our own, not a peer or not the certificate's name, or claims the
+ * role (witness or standby) our flags do not give that peer. Nothing a
+ * hello says (its epochs) may be believed before these pass. */
+bool bq_hs_identity_refused(const bq_hs_primary_t *p, const Bq__Repl__Hello *h,
+                            bq_hs_decision_t *out);
+
+/* Decides what to do with hello h (borrowed) on primary p. Refusals: the
+ * identity rules, or a standby that saw an epoch above ours (we are a
+ * stale primary). */
 void bq_hs_decide(const bq_hs_primary_t *p, const Bq__Repl__Hello *h, bq_hs_decision_t *out);
 
 /* The epoch of frame lsn on p, or -1 when lsn is 0, beyond last_lsn or

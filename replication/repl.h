@@ -17,6 +17,7 @@ typedef struct bq_repl_peer {
     const char *name;
     const char *host;
     const char *port;
+    bool witness; /* declared a witness in our flags: it may only follow as one */
 } bq_repl_peer_t;
 
 typedef struct bq_repl_config {

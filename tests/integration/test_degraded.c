@@ -71,6 +71,8 @@ static const char *const pair_primary[] = {"--role=primary", NULL};
 static const char *const pair_standby[] = {"--role=standby", NULL};
 static const char *const strict_primary[] = {"--role=primary", "--sync-fallback", "refuse", NULL};
 static const char *const auto_data[] = {"--role=standby", "--failover=auto", NULL};
+static const char *const witness_data[] = {"--role=standby", "--failover=auto", "--witness", "n3",
+                                           NULL};
 static const char *const auto_witness[] = {"--role=witness", "--failover=auto", NULL};
 
 typedef struct suite {
@@ -129,8 +131,10 @@ static void make(suite_t *s, topo_t t, const char *const *primary_flags)
     assert_non_null(s->w);
     for (size_t i = 0; i < n; i++)
         s->c->node[i].admin_port = bqt_free_port();
-    s->flags[0] = t == PAIR ? (primary_flags ? primary_flags : pair_primary) : auto_data;
-    s->flags[1] = t == PAIR ? pair_standby : auto_data;
+    s->flags[0] = t == PAIR      ? (primary_flags ? primary_flags : pair_primary)
+                  : t == WITNESS ? witness_data
+                                 : auto_data;
+    s->flags[1] = t == PAIR ? pair_standby : t == WITNESS ? witness_data : auto_data;
     s->flags[2] = t == WITNESS ? auto_witness : auto_data;
 }
 
@@ -493,8 +497,8 @@ static void witness_second_failure_elects_only_the_complete_node(void **state)
 static void witness_new_primary_dies_before_writes(void **state)
 {
     suite_t *s = *state;
-    static const char *const slow[] = {"--role=standby", "--failover=auto", "--sync-timeout",
-                                       "10000", NULL};
+    static const char *const slow[] = {"--role=standby", "--failover=auto", "--witness", "n3",
+                                       "--sync-timeout", "10000", NULL};
     bqc_view_t v;
     make(s, WITNESS, NULL);
     s->flags[0] = s->flags[1] = slow;

@@ -341,11 +341,11 @@ static void partitioned_primary_steps_aside(void **state)
 
 /* ---- 5. two data nodes and a witness ---- */
 
-/* Writes stay available on one data node (async fallback): the witness
- * gives the third vote, never leads, and stores no job. */
+/* Writes stay available on one data node (degraded): the witness gives the
+ * third vote, never leads, and stores no job. */
 static const char *const witness_data_flags[] = {
-    "--role=standby", "--failover=auto", "-f", "0", "--sync-fallback", "async",
-    "--sync-timeout", "300", NULL};
+    "--role=standby", "--failover=auto", "-f", "0", "--witness", "n3", "--sync-timeout", "300",
+    NULL};
 static const char *const witness_flags[] = {"--role=witness", "--failover=auto", NULL};
 
 static void witness_breaks_the_tie(void **state)

@@ -217,7 +217,9 @@ static void round_trip_full_history(void **state)
         name[sizeof name - 1] = '\0';
         assert_int_equal(bq_estore_add_epoch(fx->a, e * 1000003, e * 0x10000000000ull, name), 1);
     }
-    fx->a->epoch = UINT64_MAX;
+    fx->a->epoch = BQ_EPOCH_MAX;
+    fx->a->floor_epoch = BQ_EPOCH_MAX;
+    fx->a->floor_lsn = UINT64_MAX;
     memset(fx->a->voted_for, 'v', BQ_ESTORE_NAME_MAX - 1);
     assert_int_equal(bq_estore_save(fx->dir, fx->a), BQ_ESTORE_OK);
     size_t len;
@@ -225,6 +227,31 @@ static void round_trip_full_history(void **state)
     assert_true(len < 200 * 1024);
     assert_int_equal(bq_estore_load(fx->dir, fx->b), BQ_ESTORE_OK);
     assert_same_state(fx->a, fx->b);
+    assert_true(fx->b->floor_lsn == UINT64_MAX);
+}
+
+/* An epoch above BQ_EPOCH_MAX (never reachable: a version before the bound,
+ * or a hand-edited file) is refused on save and reported damaged on load. */
+static void epoch_above_the_limit_is_damage(void **state)
+{
+    fixture_t *fx = *state;
+    fx->a->epoch = BQ_EPOCH_MAX + 1;
+    assert_int_equal(bq_estore_save(fx->dir, fx->a), BQ_ESTORE_IO);
+    fx->a->epoch = 3;
+    fx->a->floor_epoch = UINT64_MAX;
+    assert_int_equal(bq_estore_save(fx->dir, fx->a), BQ_ESTORE_IO);
+    fx->a->floor_epoch = 0;
+    assert_int_equal(bq_estore_add_epoch(fx->a, UINT64_MAX, 5, "n1"), 1);
+    assert_int_equal(bq_estore_save(fx->dir, fx->a), BQ_ESTORE_IO);
+    /* Written by an older version: the file decodes, the state is refused. */
+    Bq__Log__ElectionState m = BQ__LOG__ELECTION_STATE__INIT;
+    m.epoch = UINT64_MAX;
+    m.voted_for = (char *)"";
+    uint8_t buf[BQ_FRAME_HEADER + 64];
+    size_t n = bq__log__election_state__pack(&m, buf + BQ_FRAME_HEADER);
+    bq_frame_header(buf, 0, UINT64_MAX, buf + BQ_FRAME_HEADER, (uint32_t)n);
+    put_file(fx->dir, "election", buf, BQ_FRAME_HEADER + n);
+    assert_int_equal(bq_estore_load(fx->dir, fx->b), BQ_ESTORE_DAMAGED);
 }
 
 static void load_absent(void **state)
@@ -589,6 +616,7 @@ int main(void)
         T(round_trip_empty),
         T(round_trip_vote),
         T(round_trip_full_history),
+        T(epoch_above_the_limit_is_damage),
         T(load_absent),
         T(leftover_tmp_ignored_and_removed),
         T(torn_tmp_keeps_old_state),

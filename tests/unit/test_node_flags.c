@@ -690,6 +690,35 @@ static void peer_duplicate_name(void **state)
     base_fails(ARGC(extra), extra, "invalid --peer (duplicate NAME): n2=other:1");
 }
 
+/* --witness names a peer that only votes: marked on that peer, not counted
+ * among the standbys --sync-standbys may ask for; it must be a peer, and a
+ * data node cannot name itself; a witness node marks itself. */
+static void witness_declared(void **state)
+{
+    (void)state;
+    const char *w3[] = {"--peer", "n3=h3:7003", "--witness", "n3"};
+    const char *w3_two[] = {"--peer", "n3=h3:7003", "--witness=n3", "--sync-standbys", "2"};
+    const char *stranger[] = {"--peer", "n3=h3:7003", "--witness", "n9"};
+    const char *self[] = {"--peer", "n3=h3:7003", "--witness", "n1"};
+    const char *bad[] = {"--witness", "n/3"};
+    assert_int_equal(parse_base(ARGC(w3), w3), BQ_FLAGS_RUN);
+    assert_false(f.peers[0].witness);
+    assert_false(f.peers[1].witness);
+    assert_true(f.peers[2].witness);
+    assert_int_equal(f.sync_standbys, 1);
+    base_fails(ARGC(w3_two), w3_two, "invalid --sync-standbys (at most 1 with 3 peers): 2");
+    base_fails(ARGC(stranger), stranger, "--witness is not one of the --peer names: n9");
+    base_fails(ARGC(self), self, "--witness names this node, which is not --role=witness: n1");
+    base_fails(ARGC(bad), bad,
+               "invalid --witness (bad NAME: want 1 to 63 of A-Z a-z 0-9 . _ -): n/3");
+    char *witness[] = {"--role=witness", "--failover=auto", "--peer", "n1=h1:7001", "--peer",
+                       "n2=h2:7002", "--peer", "n3=h3:7003", "-b", "/d", "--repl-plaintext",
+                       "--node-id", "n3"};
+    assert_int_equal(parse(ARGC(witness), witness), BQ_FLAGS_RUN);
+    assert_true(f.peers[2].witness);
+    assert_false(f.peers[0].witness);
+}
+
 static void repl_listen_checked(void **state)
 {
     const char *ok[] = {"--repl-listen", "0.0.0.0:7100"};
@@ -1041,6 +1070,7 @@ int main(void)
         cmocka_unit_test(peer_host_too_long),
         cmocka_unit_test(peer_at_most_max),
         cmocka_unit_test(peer_duplicate_name),
+        cmocka_unit_test(witness_declared),
         cmocka_unit_test(repl_listen_checked),
         cmocka_unit_test(numbers_checked),
         cmocka_unit_test(sync_standbys_range),

@@ -255,7 +255,7 @@ static void start_fake(world_t *w, size_t i, behaviour_t b, bool grant)
         uv_close((uv_handle_t *)&f->listener, NULL); /* connections to the port are refused */
         f->listening = false;
     }
-    w->peers[i] = (bq_repl_peer_t){f->name, "127.0.0.1", f->port};
+    w->peers[i] = (bq_repl_peer_t){.name = f->name, .host = "127.0.0.1", .port = f->port};
 }
 
 /* ---- the canvasser --------------------------------------------------- */

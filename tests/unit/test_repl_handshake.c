@@ -171,6 +171,46 @@ static void test_refusal_order(void **state)
     assert_start(&d, BQ_HS_RESYNC, 1, 0); /* ahead of the primary */
 }
 
+/* The role comes from our flags: a peer we declared a witness must say it
+ * is one, and one we did not may not claim it (a witness gets no frames;
+ * its floor counts as a copy while degraded). The identity rules alone
+ * never look at the epochs a hello names. */
+static void test_declared_witness(void **state)
+{
+    (void)state;
+    static const bool witness[] = {false, true}; /* n3 is a witness */
+    bq_hs_primary_t p = primary(three, 3, 30);
+    Bq__Repl__Hello h = hello("n3", 3, 30);
+    bq_hs_decision_t d = decide(&p, &h);
+    assert_start(&d, BQ_HS_RESUME, 31, 2); /* no witness declared: a standby */
+    h.witness = true;
+    d = decide(&p, &h);
+    assert_refused(&d, BQ__REPL__REFUSE_REASON__UNKNOWN_NODE);
+    p.witness = witness;
+    d = decide(&p, &h);
+    assert_int_equal(d.action, BQ_HS_RESUME);
+    h.witness = false; /* the witness's certificate claiming a standby's role */
+    d = decide(&p, &h);
+    assert_refused(&d, BQ__REPL__REFUSE_REASON__UNKNOWN_NODE);
+    assert_non_null(strstr(d.detail, "witness"));
+    h = hello("n2", 3, 30);
+    h.witness = true;
+    d = decide(&p, &h);
+    assert_refused(&d, BQ__REPL__REFUSE_REASON__UNKNOWN_NODE);
+    /* Identity alone: a hello from an impostor naming a huge epoch is
+     * refused before its epoch matters; a good one passes whatever its
+     * epochs (the caller bounds them). */
+    h = hello("n9", UINT64_MAX, UINT64_MAX);
+    h.epoch = UINT64_MAX;
+    assert_true(bq_hs_identity_refused(&p, &h, &d));
+    h = hello("n2", UINT64_MAX, 5);
+    h.cluster_id = (char *)"other";
+    assert_true(bq_hs_identity_refused(&p, &h, &d));
+    assert_int_equal(d.reason, BQ__REPL__REFUSE_REASON__WRONG_CLUSTER);
+    h.cluster_id = (char *)"c1";
+    assert_false(bq_hs_identity_refused(&p, &h, &d));
+}
+
 static void test_resume_at_boundaries(void **state)
 {
     (void)state;
@@ -328,6 +368,7 @@ int main(void)
         cmocka_unit_test(test_certificate_name),
         cmocka_unit_test(test_stale_primary),
         cmocka_unit_test(test_refusal_order),
+        cmocka_unit_test(test_declared_witness),
         cmocka_unit_test(test_resume_at_boundaries),
         cmocka_unit_test(test_resume_from_nothing),
         cmocka_unit_test(test_empty_last_segment),
