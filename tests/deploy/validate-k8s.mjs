@@ -15,12 +15,14 @@ import { readFileSync, readdirSync } from "node:fs";
 import { basename, dirname } from "node:path";
 import { parseAllDocuments } from "yaml";
 import { StatefulSet } from "kubernetes-models/apps/v1/StatefulSet";
+import { NetworkPolicy } from "kubernetes-models/networking.k8s.io/v1/NetworkPolicy";
 import { PodDisruptionBudget } from "kubernetes-models/policy/v1/PodDisruptionBudget";
 import { Secret } from "kubernetes-models/v1/Secret";
 import { Service } from "kubernetes-models/v1/Service";
 
 const models = {
   "apps/v1 StatefulSet": StatefulSet,
+  "networking.k8s.io/v1 NetworkPolicy": NetworkPolicy,
   "policy/v1 PodDisruptionBudget": PodDisruptionBudget,
   "v1 Secret": Secret,
   "v1 Service": Service,
