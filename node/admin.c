@@ -11,10 +11,18 @@
  * Parsing also pauses while more than OUT_HIGH bytes of answers wait to be
  * written, so a client that never reads cannot grow our memory.
  *
- * Deadlines: a request must arrive whole within the request timeout after
- * the connection opened (the TLS handshake included) or after the previous
- * answer; the clock does not run while a handler holds the answer. A
- * partial request then gets 408, an idle connection is just closed.
+ * Deadlines: a request must arrive whole within the request timeout (5 s)
+ * after the connection opened (the TLS handshake included) or after the
+ * previous answer, so an idle keep-alive connection lasts 5 s; the clock
+ * does not run while a handler holds the answer. A partial request then
+ * gets 408, an idle connection is just closed.
+ *
+ * Admission (replication/admit.h): at most MAX_CONNS connections, and at
+ * most PER_SOURCE of one address that are not being answered; a newcomer
+ * takes the place of its own source's oldest, else of the oldest of any
+ * source, so that a flood of idle or half-open connections, with or without
+ * TLS, never keeps a probe out. Evictions are logged at most once a
+ * second.
  *
  * Closing: after an answer with "Connection: close" (every error is one), at
  * end of input or on a timeout, the connection is shut down gracefully: the
@@ -26,9 +34,10 @@
  * answers 404, as if the node did not offer it.
  *
  * TLS: the client's certificate is asked for but optional, so that probes
- * and scrapers that have none (a kubelet, Prometheus) can GET; a POST
- * answers 403 unless the client presented a certificate of the cluster CA
- * with one of the allowed names. */
+ * and scrapers that have none (a kubelet, Prometheus) can GET; who may POST
+ * is node/admin_access.h's rule. On a loopback address with TLS configured
+ * the port answers both: a connection whose first byte starts a TLS record
+ * (0x16) is TLS, any other is plaintext HTTP, which may GET only. */
 #include "node/admin.h"
 
 #include <arpa/inet.h>
@@ -38,12 +47,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "node/admin_access.h"
 #include "node/http_request.h"
 #include "node/log.h"
+#include "replication/admit.h"
 #include "replication/tls.h"
 
 #define MAX_CONNS 64
-#define REQUEST_TIMEOUT_MS 10000
+#define PER_SOURCE 16 /* a kubelet's probes share one address, as may clients behind a NAT */
+#define REQUEST_TIMEOUT_MS 5000
+#define TLS_RECORD_HANDSHAKE 0x16 /* the first byte of a TLS ClientHello */
 #define LINGER_MS 2000
 #define READ_CHUNK 16384
 #define IN_SOFT ((size_t)32 * 1024)  /* reading stops while this much input waits */
@@ -74,8 +87,12 @@ struct conn {
     bq_http_parser_t parser;
     bq_admin_reply_t *pending; /* the request being answered by a handler */
     bool reading, processing, eof, closing, draining, handles_closing;
+    bool sniffing;  /* loopback with TLS configured: the first byte decides */
+    bool answered;  /* at least one answer sent: between requests it is idle */
     int handles; /* open handles, 2 until both close callbacks ran */
+    uint64_t since; /* loop ms when it opened or was last answered */
     char peer[64];
+    char source[BQ_ADMIT_SOURCE_MAX]; /* the client's address, without port */
     char rbuf[READ_CHUNK];
 };
 
@@ -86,8 +103,8 @@ struct bq_admin {
     bq_admin_handlers_t h;
     conn_t *conns;
     int nconns;
-    bool stopping, listener_open;
-    bq_log_limit_t warn_limit;
+    bool stopping, listener_open, loopback;
+    bq_log_limit_t warn_limit, evict_limit;
     char addr[80];
 };
 
@@ -350,6 +367,8 @@ static void send_response(conn_t *c, const resp_t *r, bool head, bool keep_alive
     if (blen > 0)
         memcpy(data + n, r->body, blen);
     send_bytes(c, data, (size_t)n + blen);
+    c->answered = true;
+    c->since = uv_now(c->a->loop);
     if (!keep_alive)
         end_conn(c, true);
 }
@@ -507,11 +526,16 @@ static void handle_request(conn_t *c)
         const route_t *rt = &routes[i];
         if (strcmp(rt->path, q->path) != 0)
             continue;
-        if (rt->post && q->method == BQ_HTTP_POST && c->tls && !bq_tls_peer_name(c->tls)) {
-            bq_log(BQ_LOG_WARN, "admin request refused: no allowed client certificate",
-                   "path=\"%s\" client=%s", q->path, c->peer);
-            send_text(c, 403, "a client certificate of the cluster with an allowed name "
-                              "(a peer or beanstalkctl) is required", NULL, false, q->keep_alive);
+        const char *refusal =
+            rt->post && q->method == BQ_HTTP_POST
+                ? bq_admin_post_refusal(c->a->cfg.tls != NULL, c->tls != NULL,
+                                        c->tls ? bq_tls_peer_name(c->tls) : NULL, c->a->cfg.self,
+                                        q->path)
+                : NULL;
+        if (refusal) {
+            bq_log_limited(&c->a->warn_limit, BQ_LOG_WARN, "admin request refused",
+                           "path=\"%s\" client=%s why=\"%s\"", q->path, c->peer, refusal);
+            send_text(c, 403, refusal, NULL, false, q->keep_alive);
         } else if (rt->post ? q->method == BQ_HTTP_POST
                           : q->method == BQ_HTTP_GET || q->method == BQ_HTTP_HEAD)
             rt->serve(c, q);
@@ -602,8 +626,8 @@ static int feed_tls(conn_t *c, size_t n)
     if (bq_tls_feed(c->tls, (const uint8_t *)c->rbuf, n) == 0)
         return flush_out(c);
     if (!established)
-        bq_log(BQ_LOG_INFO, "admin TLS client refused", "client=%s err=\"%s\"", c->peer,
-               bq_tls_error(c->tls));
+        bq_log_limited(&c->a->warn_limit, BQ_LOG_INFO, "admin TLS client refused",
+                       "client=%s err=\"%s\"", c->peer, bq_tls_error(c->tls));
     else
         bq_log(BQ_LOG_DEBUG, "admin TLS connection failed", "client=%s err=\"%s\"", c->peer,
                bq_tls_error(c->tls));
@@ -637,6 +661,14 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     }
     if (c->closing)
         return; /* lingering: the bytes are discarded */
+    if (c->sniffing) {
+        /* Loopback: TLS when it starts like TLS, else plaintext (GET only). */
+        c->sniffing = false;
+        if ((uint8_t)c->rbuf[0] != TLS_RECORD_HANDSHAKE) {
+            bq_tls_free(c->tls);
+            c->tls = NULL;
+        }
+    }
     if (c->tls == NULL)
         take_input(c, (const uint8_t *)c->rbuf, (size_t)n);
     else if (feed_tls(c, (size_t)n) < 0)
@@ -679,6 +711,50 @@ static void format_addr(const struct sockaddr *sa, char *buf, size_t len)
     snprintf(buf, len, v6 ? "[%s]:%u" : "%s:%u", ip, ntohs(port));
 }
 
+/* c's state for admission: a request being answered, a client that
+ * proved itself (a verified certificate), one between requests, or one
+ * that has proven nothing yet. */
+static bq_admit_state_t admit_state(const conn_t *c)
+{
+    if (c->pending)
+        return BQ_ADMIT_BUSY;
+    if (c->tls && bq_tls_peer_name(c->tls))
+        return BQ_ADMIT_TRUSTED;
+    return c->answered && bq_http_parser_idle(&c->parser) ? BQ_ADMIT_IDLE : BQ_ADMIT_NEW;
+}
+
+/* Admits the new connection c (at the head of the list) or not, closing
+ * the one it takes the place of; false when c was refused (closed). */
+static bool admit(bq_admin_t *a, conn_t *c)
+{
+    bq_admit_entry_t open[MAX_CONNS + 8];
+    conn_t *who[MAX_CONNS + 8];
+    size_t n = 0;
+    for (conn_t *o = c->next; o != NULL && n < sizeof open / sizeof open[0]; o = o->next) {
+        if (o->closing)
+            continue;
+        open[n] = (bq_admit_entry_t){.state = admit_state(o), .since = (int64_t)o->since};
+        snprintf(open[n].source, sizeof open[n].source, "%s", o->source);
+        who[n++] = o;
+    }
+    bq_admit_limits_t lim = {.max_total = MAX_CONNS, .max_per_source = PER_SOURCE};
+    bq_admit_decision_t d = bq_admit_decide(open, n, c->source, &lim);
+    if (d.evict >= 0) {
+        conn_t *v = who[d.evict];
+        bq_log_limited(&a->evict_limit, BQ_LOG_WARN, "admin connection evicted",
+                       "client=%s for=%s reason=\"%s\"", v->peer, c->peer,
+                       d.per_source ? "too many connections from one address"
+                                    : "every connection in use");
+        end_conn(v, false);
+    }
+    if (!d.admit) {
+        bq_log_limited(&a->warn_limit, BQ_LOG_WARN, "admin connection refused",
+                       "client=%s reason=\"every connection is answering a request\"", c->peer);
+        end_conn(c, false);
+    }
+    return d.admit;
+}
+
 /* A new connection: deadline and reading started. */
 static void open_conn(bq_admin_t *a, uv_stream_t *server)
 {
@@ -712,9 +788,15 @@ static void open_conn(bq_admin_t *a, uv_stream_t *server)
     }
     struct sockaddr_storage ss;
     int sslen = (int)sizeof ss;
-    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &sslen) == 0)
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &sslen) == 0) {
         format_addr((struct sockaddr *)&ss, c->peer, sizeof c->peer);
+        uv_ip_name((struct sockaddr *)&ss, c->source, sizeof c->source);
+    }
+    c->since = uv_now(a->loop);
+    c->sniffing = c->tls && a->loopback;
     uv_tcp_nodelay(&c->tcp, 1);
+    if (!admit(a, c))
+        return;
     restart_deadline(c);
     update_reading(c);
 }
@@ -725,7 +807,7 @@ static void on_connection(uv_stream_t *server, int status)
     if (status < 0)
         bq_log_limited(&a->warn_limit, BQ_LOG_WARN, "admin accept failed", "err=\"%s\"",
                        uv_strerror(status));
-    else if (a->nconns >= MAX_CONNS)
+    else if (a->nconns >= MAX_CONNS + 8) /* closing ones still count until their handles go */
         refuse_conn(a, server);
     else
         open_conn(a, server);
@@ -774,6 +856,7 @@ int bq_admin_start(uv_loop_t *loop, const bq_admin_config_t *cfg, const bq_admin
     if (a == NULL)
         return UV_ENOMEM;
     a->loop = loop;
+    a->loopback = loopback;
     a->cfg = *cfg;
     a->h = *h;
     uv_tcp_init(loop, &a->listener); /* cannot fail: no socket yet */

@@ -1,8 +1,10 @@
 /* The admin HTTP API (--admin-listen HOST:PORT, default 127.0.0.1 only):
- * HTTP/1.1 on the libuv loop, in plaintext on a loopback address and in
- * TLS (replication/tls.h, the cluster's certificates) anywhere else. Under
- * TLS any client may GET; a POST needs a client certificate of the cluster
- * CA with one of the allowed names (else 403).
+ * HTTP/1.1 on the libuv loop, in TLS (replication/tls.h, the cluster's
+ * certificates) when the node has them, on a loopback address also in
+ * plaintext (for GETs), and in plaintext only on loopback without them.
+ * Any client may GET; who may POST is node/admin_access.h's rule (else
+ * 403). Connections are admitted by replication/admit.h's rule: no flood
+ * of connections can keep a probe out.
  *
  *   GET  /healthz                  200 "ok": the process serves
  *   GET  /readyz                   200 "ready" or 503 with the reason
@@ -46,10 +48,12 @@ typedef struct bq_admin_handlers {
 typedef struct bq_admin_config {
     const char *host;      /* numeric address to listen on */
     int port;
-    SSL_CTX *tls;          /* borrowed; required unless host is a loopback address */
-    const char *const *names; /* names a client certificate must match to POST (the
-                                 peers and "beanstalkctl"); borrowed */
+    SSL_CTX *tls;          /* borrowed; required unless host is a loopback address,
+                              where the port then answers both TLS and plaintext */
+    const char *const *names; /* names a client certificate may be taken for (this node
+                                 and "beanstalkctl"); borrowed */
     size_t nnames;
+    const char *self;      /* this node's id (NULL: a single node): the POST rule */
     unsigned request_timeout_ms; /* a request must arrive whole within this after the
                                     connection or the previous answer; 0: 10 s (tests
                                     set less) */

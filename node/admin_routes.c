@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "admin_access.h"
 #include "log.h"
 #include "metrics.h"
 #include "replication/tls.h"
@@ -253,14 +254,16 @@ static void h_switchover(void *arg, const char *to, bq_admin_reply_t *r)
 
 int bq_admin_routes_start(bq_server_t *s, const bq_flags_t *f, bq_admin_t **out)
 {
-    static const char *names[BQ_FLAGS_MAX_PEERS + 1];
+    static const char *names[2];
     size_t n = 0;
     *out = NULL;
     if (!f->admin_listen)
         return 0;
-    for (size_t i = 0; i < f->npeers; i++)
-        names[n++] = f->peers[i].name;
-    names[n++] = "beanstalkctl";
+    /* The operator, and this node itself (its own hand-off): no other
+     * peer's certificate is taken for anything (node/admin_access.h). */
+    names[n++] = BQ_ADMIN_OPERATOR;
+    if (f->node_id)
+        names[n++] = f->node_id;
     char host[256];
     const char *colon = strrchr(f->admin_listen, ':');
     snprintf(host, sizeof host, "%.*s", (int)(colon - f->admin_listen), f->admin_listen);
@@ -269,13 +272,14 @@ int bq_admin_routes_start(bq_server_t *s, const bq_flags_t *f, bq_admin_t **out)
         memmove(host, host + 1, hl - 2);
         host[hl - 2] = '\0';
     }
+    /* With the cluster's certificates the admin API is TLS on loopback too
+     * (which then also answers plaintext GETs): a local user cannot POST. */
     bq_admin_config_t cfg = {.host = host,
                              .port = atoi(colon + 1),
-                             .tls = bq_flags_admin_scope(f) == BQ_FLAGS_ADMIN_LOOPBACK
-                                        ? NULL
-                                        : bq_cluster_tls_server(s->cluster),
+                             .tls = bq_cluster_tls_server(s->cluster),
                              .names = names,
-                             .nnames = n};
+                             .nnames = n,
+                             .self = f->node_id};
     bq_admin_handlers_t h = {.arg = s,
                              .ready = h_ready,
                              .status = h_status,
@@ -299,6 +303,9 @@ int bq_admin_routes_start(bq_server_t *s, const bq_flags_t *f, bq_admin_t **out)
         return -1;
     }
     bq_log(BQ_LOG_INFO, "admin API listening", "addr=%s security=\"%s\"", bq_admin_address(*out),
-           cfg.tls ? "TLS (client certificate required to POST)" : "plaintext (loopback)");
+           !cfg.tls ? "plaintext (loopback)"
+           : bq_flags_admin_scope(f) == BQ_FLAGS_ADMIN_LOOPBACK
+               ? "TLS, and plaintext for GETs (loopback); a client certificate to POST"
+               : "TLS (client certificate required to POST)");
     return 0;
 }

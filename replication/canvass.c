@@ -168,7 +168,7 @@ static int canvass_peer(bq_canvass_t *c, size_t i, uint64_t deadline_ms)
         .tls = c->cfg.tls_client,
         .names = a->names,
         .nnames = 1,
-        .max_message = BQ_WIRE_MAX_DEFAULT,
+        .max_message = BQ_WIRE_MAX_CONTROL, /* one vote reply */
         .handshake_ms = deadline_ms,
         .idle_ms = deadline_ms,
     };

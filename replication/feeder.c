@@ -7,18 +7,23 @@
  * idle_ms / 4, so a standby notices a dead primary within idle_ms. */
 #include "feeder.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "admit.h"
 #include "handshake.h"
 #include "link.h"
 #include "node/log.h"
 #include "wire.h"
 #include "sender.h"
 
-/* Unassigned connections (TLS or Hello pending) kept at once. */
+/* Unassigned connections (TLS or Hello pending) kept at once, and of one
+ * address: a newcomer takes the place of the oldest (replication/admit.h),
+ * so a flood of strangers cannot keep a peer's connection or vote out. */
 #define MAX_PENDING 16
+#define PENDING_PER_SOURCE 4
 /* Lag samples: (lsn, time, bytes) after binlog writes. */
 #define SAMPLES 1024
 #define SAMPLE_NS INT64_C(10000000)
@@ -41,6 +46,8 @@ struct conn {
     int slot; /* -1 until its Hello is accepted */
     bool closed;
     bool routine; /* a vote answered, or a standby told we are not the primary */
+    int64_t opened; /* monotonic ns */
+    char source[BQ_ADMIT_SOURCE_MAX]; /* the peer's address, without port */
 };
 
 typedef struct sample {
@@ -57,6 +64,9 @@ struct bq_feeder {
     void *arg;
     bq_log_limit_t tls_refused; /* one "TLS peer refused" line a second */
     bq_log_limit_t hello_refused; /* and one "standby refused" line */
+    bq_log_limit_t ack_clamped;   /* and one "acknowledged records it was never sent" */
+    bq_log_limit_t evicted;       /* and one "pending connection evicted" */
+    bq_log_limit_t closed;        /* and one "connection closed" of a stranger */
     uv_tcp_t listener;
     bool listening, closing;
     uv_timer_t beat, deadline;
@@ -301,8 +311,21 @@ static void on_ack(conn_t *c, const Bq__Repl__Ack *a)
     }
     if (s->resyncing)
         return;
-    bq_commit_ack(&f->commit, (size_t)c->slot, a->written_lsn, a->flushed_lsn, a->applied_lsn,
-                  mono_now());
+    /* A standby cannot hold what it was never sent: its positions are
+     * clamped to what we sent it (a lying or broken peer cannot move the
+     * commit point past the stream). */
+    uint64_t sent = s->sender.next_lsn > 0 ? s->sender.next_lsn - 1 : 0;
+    uint64_t w = a->written_lsn, fl = a->flushed_lsn, ap = a->applied_lsn;
+    if (w > sent || fl > sent || ap > sent) {
+        bq_log_limited(&f->ack_clamped, BQ_LOG_WARN,
+                       "replication: a standby acknowledged records it was never sent",
+                       "standby=%s sent=%" PRIu64 " written=%" PRIu64 " flushed=%" PRIu64,
+                       f->names[c->slot], sent, w, fl);
+        w = w > sent ? sent : w;
+        fl = fl > sent ? sent : fl;
+        ap = ap > sent ? sent : ap;
+    }
+    bq_commit_ack(&f->commit, (size_t)c->slot, w, fl, ap, mono_now());
     if (f->cfg.hooks.ack)
         f->cfg.hooks.ack(f->arg, (size_t)c->slot, a->epoch, a->echo);
     committed(f);
@@ -351,12 +374,11 @@ static void on_message(bq_link_t *l, const Bq__Repl__Message *m, void *arg)
         on_hello(c, m->hello);
     else if (c->slot < 0 && m->body_case == BQ__REPL__MESSAGE__BODY_VOTE_REQUEST)
         on_vote_request(c, m->vote_request);
-
     else if (c->slot >= 0 && m->body_case == BQ__REPL__MESSAGE__BODY_ACK)
         on_ack(c, m->ack);
     else {
-        bq_log(BQ_LOG_WARN, "replication: unexpected message; closing", "peer=%s message=%s",
-               bq_link_peer_addr(c->link), bq_wire_body_name(m));
+        bq_log_limited(&c->f->closed, BQ_LOG_WARN, "replication: unexpected message; closing",
+                       "peer=%s message=%s", bq_link_peer_addr(c->link), bq_wire_body_name(m));
         c->closed = true;
         bq_link_close(c->link, "unexpected message");
     }
@@ -393,9 +415,12 @@ static void on_close(bq_link_t *l, const char *why, void *arg)
         if (bq_link_tls_refused(why))
             bq_log_limited(&f->tls_refused, BQ_LOG_WARN, "replication: TLS peer refused",
                            "peer=%s why=\"%s\"", bq_link_peer_addr(l), why);
-        else
-            bq_log(c->routine ? BQ_LOG_DEBUG : BQ_LOG_INFO, "replication: connection closed",
-                   "peer=%s why=\"%s\"", bq_link_peer_addr(l), why);
+        else if (c->routine)
+            bq_log(BQ_LOG_DEBUG, "replication: connection closed", "peer=%s why=\"%s\"",
+                   bq_link_peer_addr(l), why);
+        else /* a stranger can cause it: at most one line a second */
+            bq_log_limited(&f->closed, BQ_LOG_INFO, "replication: connection closed",
+                           "peer=%s why=\"%s\"", bq_link_peer_addr(l), why);
     }
     free(c);
 }
@@ -413,7 +438,7 @@ static void link_config(const bq_feeder_t *f, bq_link_config_t *lc)
         .tls = f->cfg.repl.tls_server,
         .names = f->names,
         .nnames = f->cfg.repl.npeers,
-        .max_message = BQ_WIRE_MAX_DEFAULT,
+        .max_message = BQ_WIRE_MAX_CONTROL, /* hellos, votes and acks only */
         .handshake_ms = f->cfg.repl.idle_ms,
         .idle_ms = f->cfg.repl.idle_ms,
     };
@@ -434,8 +459,54 @@ static void drop_connection(bq_feeder_t *f, uv_stream_t *server)
         return;
     }
     if (uv_accept(server, (uv_stream_t *)t) == 0)
-        bq_logm(BQ_LOG_WARN, "replication: too many pending connections; one dropped");
+        bq_log_limited(&f->evicted, BQ_LOG_WARN, "replication: connection dropped",
+                       "reason=\"out of memory\"");
     uv_close((uv_handle_t *)t, free_handle);
+}
+
+/* The address of "ip:port" or "[ip]:port" without the port. */
+static void source_of(const char *addr, char *out, size_t cap)
+{
+    const char *colon = strrchr(addr, ':');
+    size_t n = colon ? (size_t)(colon - addr) : strlen(addr);
+    if (n >= 2 && addr[0] == '[' && addr[n - 1] == ']') {
+        addr++;
+        n -= 2;
+    }
+    snprintf(out, cap, "%.*s", (int)n, addr);
+}
+
+/* Makes room among the pending connections for one from source: closes
+ * the one admission chooses, if any. Returns a free index, or MAX_PENDING
+ * when none could be made. */
+static size_t admit_pending(bq_feeder_t *f, const char *source)
+{
+    bq_admit_entry_t open[MAX_PENDING];
+    size_t at[MAX_PENDING], n = 0, free_at = MAX_PENDING;
+    for (size_t k = 0; k < MAX_PENDING; k++) {
+        conn_t *p = f->pending[k];
+        if (!p) {
+            free_at = k;
+            continue;
+        }
+        open[n] = (bq_admit_entry_t){.state = BQ_ADMIT_NEW, .since = p->opened};
+        snprintf(open[n].source, sizeof open[n].source, "%s", p->source);
+        at[n++] = k;
+    }
+    bq_admit_limits_t lim = {.max_total = MAX_PENDING, .max_per_source = PENDING_PER_SOURCE};
+    bq_admit_decision_t d = bq_admit_decide(open, n, source, &lim);
+    if (d.evict >= 0) {
+        conn_t *old = f->pending[at[d.evict]];
+        bq_log_limited(&f->evicted, BQ_LOG_WARN, "replication: pending connection evicted",
+                       "peer=%s reason=\"%s\"", bq_link_peer_addr(old->link),
+                       d.per_source ? "too many unauthenticated connections from one address"
+                                    : "every pending slot in use");
+        forget_pending(f, old);
+        old->closed = true;
+        bq_link_close(old->link, "evicted: too many unauthenticated connections");
+        free_at = at[d.evict];
+    }
+    return d.admit ? free_at : MAX_PENDING;
 }
 
 static void on_connection(uv_stream_t *server, int status)
@@ -444,19 +515,24 @@ static void on_connection(uv_stream_t *server, int status)
     bq_link_config_t lc;
     if (status < 0 || f->closing)
         return;
-    size_t k = 0;
-    while (k < MAX_PENDING && f->pending[k])
-        k++;
-    conn_t *c = k < MAX_PENDING ? calloc(1, sizeof *c) : NULL;
+    conn_t *c = calloc(1, sizeof *c);
     if (!c) {
         drop_connection(f, server);
         return;
     }
     c->f = f;
     c->slot = -1;
+    c->opened = mono_now();
     link_config(f, &lc);
     if (bq_link_accept(f->loop, server, &lc, &callbacks, c, &c->link) != 0) {
         free(c);
+        return;
+    }
+    source_of(bq_link_peer_addr(c->link), c->source, sizeof c->source);
+    size_t k = admit_pending(f, c->source);
+    if (k == MAX_PENDING) { /* cannot happen: every pending connection is evictable */
+        c->closed = true;
+        bq_link_close(c->link, "no room for another pending connection");
         return;
     }
     f->pending[k] = c;

@@ -519,6 +519,11 @@ void bq_link_close(bq_link_t *l, const char *why)
     close_link(l, "%s", why);
 }
 
+void bq_link_set_max_message(bq_link_t *l, uint32_t max)
+{
+    bq_wire_decoder_limit(&l->dec, max);
+}
+
 void bq_link_set_arg(bq_link_t *l, void *arg)
 {
     l->arg = arg;

@@ -88,6 +88,10 @@ const char *bq_link_peer_addr(const bq_link_t *l);
  * merely closed. */
 bool bq_link_tls_refused(const char *why);
 
+/* Sets the largest message l accepts from now on (see
+ * bq_wire_decoder_limit): a receiver raises it once its primary is known. */
+void bq_link_set_max_message(bq_link_t *l, uint32_t max);
+
 /* Starts closing the link (a TLS close_notify is sent first when
  * established); on_close(why) follows from the loop. Idempotent. */
 void bq_link_close(bq_link_t *l, const char *why);

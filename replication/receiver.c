@@ -96,6 +96,9 @@ static void on_welcome(bq_receiver_t *r, const Bq__Repl__Welcome *w)
     }
     r->state = FOLLOWING;
     r->backoff_ms = 0;
+    /* The primary is known: its stream may carry frames of the largest job. */
+    if (!r->cfg.witness)
+        bq_link_set_max_message(r->link, BQ_WIRE_MAX_DEFAULT);
     r->echo = 0;
     r->resyncing = !r->cfg.witness && w->start == BQ__REPL__START__RESYNC;
     r->resync_until = w->last_lsn;
@@ -293,7 +296,7 @@ static void connect_next(uv_timer_t *t)
         .tls = r->cfg.tls_client,
         .names = r->names,
         .nnames = 1,
-        .max_message = BQ_WIRE_MAX_DEFAULT,
+        .max_message = BQ_WIRE_MAX_CONTROL, /* until the primary's Welcome */
         .handshake_ms = r->cfg.idle_ms,
         .idle_ms = r->cfg.idle_ms,
     };

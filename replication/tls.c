@@ -83,9 +83,9 @@ SSL_CTX *bq_tls_ctx_new(bool server, const bq_tls_files_t *files, char *err, siz
     SSL_CTX *ctx = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method());
     const char *path = NULL, *what = "cannot create TLS context";
     if (ctx) {
-        what = SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) == 1
+        what = SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION) == 1
                    ? load_files(ctx, files, &path)
-                   : "cannot set TLS 1.2 as the minimum";
+                   : "cannot set TLS 1.3 as the minimum";
     }
     if (what) {
         if (errlen > 0) {
@@ -103,10 +103,11 @@ SSL_CTX *bq_tls_ctx_new(bool server, const bq_tls_files_t *files, char *err, siz
     return ctx;
 }
 
-/* Restricts the peer's certificate to names (the first one also as SNI). */
+/* Restricts the peer's certificate to names (the first one also as SNI):
+ * DNS subjectAltNames only, never the subject's CN, and no wildcards. */
 static int set_names(SSL *ssl, bool server, const char *const *names, size_t nnames)
 {
-    SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+    SSL_set_hostflags(ssl, X509_CHECK_FLAG_NEVER_CHECK_SUBJECT | X509_CHECK_FLAG_NO_WILDCARDS);
     for (size_t i = 0; i < nnames; i++) {
         int ok = i == 0 ? SSL_set1_host(ssl, names[i]) : SSL_add1_host(ssl, names[i]);
         if (ok != 1)

@@ -7,7 +7,9 @@
  * Identity: both sides present a certificate signed by the cluster CA
  * (--tls-ca) and each checks the other's against a list of allowed names
  * (the peers' node ids, which must be a DNS name in the certificate's
- * subjectAltName). TLS 1.2 at least; 1.3 preferred. */
+ * subjectAltName; the subject's CN never counts, and wildcards never
+ * match). TLS 1.3 only: both ends are ours, and its cipher suites are all
+ * AEAD with forward secrecy. */
 #ifndef BQ_REPL_TLS_H
 #define BQ_REPL_TLS_H
 
@@ -24,8 +26,7 @@ typedef struct bq_tls_files {
 } bq_tls_files_t;
 
 /* Makes a context for the server (accepting) or client (connecting) side
- * from the files: requires and verifies the peer's certificate, TLS 1.2 or
- * later. Returns a new SSL_CTX (free with SSL_CTX_free), or NULL with a
+ * from the files: requires and verifies the peer's certificate, TLS 1.3. Returns a new SSL_CTX (free with SSL_CTX_free), or NULL with a
  * message in err (file missing, key mismatch, ...). */
 SSL_CTX *bq_tls_ctx_new(bool server, const bq_tls_files_t *files, char *err, size_t errlen);
 

@@ -53,6 +53,11 @@ void bq_wire_decoder_init(bq_wire_decoder_t *d, uint32_t max)
     d->max = max;
 }
 
+void bq_wire_decoder_limit(bq_wire_decoder_t *d, uint32_t max)
+{
+    d->max = max;
+}
+
 void bq_wire_decoder_free(bq_wire_decoder_t *d)
 {
     free(d->buf);
@@ -106,11 +111,37 @@ static bool unknown_fields_valid(const ProtobufCMessage *m)
     return true;
 }
 
-/* Unpacks p[0..n) into *msg: MESSAGE, or BAD when it is no valid Message or
- * has no body (the bodies hold no messages of their own). */
+/* The memory an unpack may take: a message's known fields need about its
+ * length (bytes and strings are copied), the structures a little more; only
+ * a message of many tiny unknown fields (24 bytes of bookkeeping each) would
+ * take more, and that is refused. */
+typedef struct budget {
+    size_t left;
+} budget_t;
+
+static void *budget_alloc(void *data, size_t size)
+{
+    budget_t *b = data;
+    if (size > b->left)
+        return NULL;
+    b->left -= size;
+    return malloc(size);
+}
+
+static void budget_free(void *data, void *p)
+{
+    (void)data;
+    free(p);
+}
+
+/* Unpacks p[0..n) into *msg: MESSAGE, or BAD when it is no valid Message,
+ * has no body (the bodies hold no messages of their own) or would take more
+ * than its budget of memory. Freed with the default allocator (malloc). */
 static bq_wire_status_t unpack(const uint8_t *p, size_t n, Bq__Repl__Message **msg)
 {
-    Bq__Repl__Message *m = bq__repl__message__unpack(NULL, n, p);
+    budget_t b = {.left = 2 * n + 4096};
+    ProtobufCAllocator a = {.alloc = budget_alloc, .free = budget_free, .allocator_data = &b};
+    Bq__Repl__Message *m = bq__repl__message__unpack(&a, n, p);
     if (!m)
         return BQ_WIRE_BAD;
     const ProtobufCMessage *body = body_of(m);

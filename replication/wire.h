@@ -15,8 +15,13 @@
 /* Bytes of the length prefix. */
 #define BQ_WIRE_PREFIX 4
 /* Largest message accepted by default: one frame of the largest job (-z
- * 1 GiB) plus room for the message around it. */
+ * 1 GiB) plus room for the message around it. Only a followed primary's
+ * stream carries such messages. */
 #define BQ_WIRE_MAX_DEFAULT ((uint32_t)1073741824u + 65536u)
+/* Largest message of every other kind (Hello, Welcome, Ack, Heartbeat,
+ * votes, Refuse, Promote: a few hundred bytes), and of any message before
+ * the peer is known: what a stranger can make us buffer. */
+#define BQ_WIRE_MAX_CONTROL ((uint32_t)65536u)
 
 /* Packs msg with its length prefix into a new buffer (*out, *len; free with
  * free()). 0, or -1 when out of memory. */
@@ -52,8 +57,13 @@ void bq_wire_decoder_init(bq_wire_decoder_t *d, uint32_t max);
 /* Frees what d holds; d may be initialised again. */
 void bq_wire_decoder_free(bq_wire_decoder_t *d);
 
+/* Sets the largest message d accepts from now on (the one being received
+ * keeps the limit it was checked against). */
+void bq_wire_decoder_limit(bq_wire_decoder_t *d, uint32_t max);
+
 /* Consumes bytes of data[0..len) into d, stopping after the first complete
- * message: sets *used to the bytes consumed and, on BQ_WIRE_MESSAGE, *msg
+ * message (unpacked with at most twice its length plus 4 KiB of memory, so
+ * that fields we do not know cannot make it grow without bound): sets *used to the bytes consumed and, on BQ_WIRE_MESSAGE, *msg
  * to a new message (the caller owns it: bq_wire_free). Call again with the
  * rest. After BQ_WIRE_TOO_BIG, BAD or NOMEM the decoder is unusable until
  * freed. */

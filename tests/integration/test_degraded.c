@@ -280,7 +280,9 @@ static void witness_lost(void **state)
 /* ---- the primary lost ---- */
 
 typedef struct promote_try {
-    int port, status;
+    const bqc_cluster_t *c;
+    size_t i;
+    int status;
     const char *path;
     char body[256];
 } promote_try_t;
@@ -289,10 +291,7 @@ typedef struct promote_try {
 static bool promote_tried(void *arg)
 {
     promote_try_t *t = arg;
-    int fd = bqc_admin_post(t->port, t->path);
-    t->status = fd >= 0 ? bqc_admin_reply(fd, BQC_REPLY_MS, t->body, sizeof t->body) : -1;
-    if (fd >= 0)
-        close(fd);
+    t->status = bqc_admin_call(t->c, t->i, "POST", t->path, t->body, sizeof t->body);
     return !(t->status == 409 && strstr(t->body, "alive"));
 }
 
@@ -300,7 +299,7 @@ static bool promote_tried(void *arg)
  * known to be gone; returns the status, the body in t. */
 static int promote(suite_t *s, size_t i, const char *path, promote_try_t *t)
 {
-    *t = (promote_try_t){.port = s->c->node[i].admin_port, .path = path};
+    *t = (promote_try_t){.c = s->c, .i = i, .path = path};
     if (!bqt_wait_until(promote_tried, t, BQC_WAIT_MS))
         fail_msg("%s on %s: refused for %d ms (the primary alive): %s", path, name_of(s, i),
                  BQC_WAIT_MS, t->body);

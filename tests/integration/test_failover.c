@@ -678,15 +678,15 @@ static void f_kill_standby(suite_t *s, round_t *rd)
 }
 
 /* Sends POST /switchover?to=<target> to the primary p's admin API. */
-static int switchover_send(suite_t *s, size_t p, size_t target)
+static bqa_conn_t *switchover_send(suite_t *s, size_t p, size_t target)
 {
     char path[64];
     snprintf(path, sizeof path, "/switchover?to=%s", name_of(s, target));
-    int fd = bqc_admin_post(s->c->node[p].admin_port, path);
-    if (fd < 0)
+    bqa_conn_t *a = bqc_admin_post(s->c, p, path);
+    if (!a)
         fail_msg("cannot send %s to the admin API of %s", path, name_of(s, p));
     bqh_mark(bqw_history(s->w), "%s sent to %s", path, name_of(s, p));
-    return fd;
+    return a;
 }
 
 /* Writes pause from the request until the target leads, in the epoch it
@@ -697,9 +697,9 @@ static void f_switchover(suite_t *s, round_t *rd)
 {
     size_t p = rd->p, downs = step_down_lines(s, p);
     uint64_t t0 = bqh_now_ns();
-    int fd = switchover_send(s, p, rd->other);
-    rd->http = bqc_admin_reply(fd, BQC_WAIT_MS, rd->text, sizeof rd->text);
-    close(fd);
+    bqa_conn_t *a = switchover_send(s, p, rd->other);
+    rd->http = bqa_reply(a, BQC_WAIT_MS, rd->text, sizeof rd->text);
+    bqa_close(a);
     if (rd->http != 200)
         fail_msg("switchover to %s: %d \"%s\", want 200", name_of(s, rd->other), rd->http,
                  rd->text);
@@ -723,12 +723,12 @@ static void f_switchover_kill(suite_t *s, round_t *rd)
 {
     size_t t = rd->other;
     uint64_t t0 = bqh_now_ns();
-    int fd = switchover_send(s, rd->p, t);
+    bqa_conn_t *a = switchover_send(s, rd->p, t);
     if (rd->kill_after_ms)
         nap_ms(rd->kill_after_ms);
     bqw_node_kill(s->w, t);
-    rd->http = bqc_admin_reply(fd, BQC_WAIT_MS, rd->text, sizeof rd->text);
-    close(fd);
+    rd->http = bqa_reply(a, BQC_WAIT_MS, rd->text, sizeof rd->text);
+    bqa_close(a);
     if (rd->http < 0)
         fail_msg("a switchover to %s, killed, did not end within %d ms", name_of(s, t),
                  BQC_WAIT_MS);

@@ -105,7 +105,7 @@ static int group_setup(void **state)
     if (bqt_mkdtemp(g_certs, sizeof g_certs, "bq-repl-certs") != 0)
         return -1;
     snprintf(log, sizeof log, "%s.log", g_certs);
-    const char *args[] = {g_certs, "a", "b", NULL};
+    const char *args[] = {g_certs, "a", "b", "beanstalkctl", NULL};
     int rc = bqt_run_to_exit(BQ_MKCERTS, args, log, 60000);
     if (rc != 0)
         fprintf(stderr, "%s exited with %d; its output is in %s\n", BQ_MKCERTS, rc, log);
@@ -1194,35 +1194,12 @@ static void cut_mid_frame(void **state)
 
 /* ---- 11. manual failover through the admin API: promote ---- */
 
-/* Sends `method path` to the admin API on port; returns the status code
- * (-1 when no answer) and copies the body's first line into body. */
+/* Sends `method path` to the admin API on port as the operator (TLS with
+ * g_certs' beanstalkctl certificate); returns the status code (-1 when no
+ * answer) and copies the body into body. */
 static int admin_ask(int port, const char *method, const char *path, char *body, size_t cap)
 {
-    char req[256], *line;
-    int fd = bqt_connect(port), status = -1;
-    body[0] = '\0';
-    if (fd < 0)
-        return -1;
-    snprintf(req, sizeof req, "%s %s HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
-             method, path);
-    bqt_sends(fd, req);
-    line = bqt_read_line(fd, REPLY_MS);
-    if (line && sscanf(line, "HTTP/1.1 %d", &status) != 1)
-        status = -1;
-    free(line);
-    size_t len = 0;
-    while ((line = bqt_read_line(fd, REPLY_MS)) && strcmp(line, "\r\n") != 0) {
-        if (strncasecmp(line, "Content-Length:", 15) == 0)
-            len = strtoul(line + 15, NULL, 10);
-        free(line);
-    }
-    free(line);
-    if (len >= cap)
-        len = cap - 1;
-    body[bqt_read_n(fd, body, len, REPLY_MS)] = '\0';
-    body[strcspn(body, "\r\n")] = '\0';
-    close(fd);
-    return status;
+    return bqa_call(port, g_certs, "beanstalkctl", method, path, REPLY_MS, body, cap);
 }
 
 typedef struct commit_seen {

@@ -49,7 +49,7 @@ int bqc_certs_make(const char *mkcerts, char *dir, size_t cap, const char *const
                    size_t n)
 {
     char log[300];
-    const char *args[BQC_MAX_NODES + 2];
+    const char *args[BQC_MAX_NODES + 3];
     size_t k = 0;
     if (bqt_mkdtemp(dir, cap, "bq-certs") != 0)
         return -1;
@@ -57,6 +57,7 @@ int bqc_certs_make(const char *mkcerts, char *dir, size_t cap, const char *const
     args[k++] = dir;
     for (size_t i = 0; i < n && i < BQC_MAX_NODES; i++)
         args[k++] = names[i];
+    args[k++] = "beanstalkctl"; /* the operator's identity, for admin POSTs */
     args[k] = NULL;
     int rc = bqt_run_to_exit(mkcerts, args, log, 60000);
     if (rc != 0)
@@ -342,69 +343,21 @@ int bqc_view_standby(const bqc_view_t *v, const char *name)
 
 /* ---- the admin API ---- */
 
-int bqc_admin_post(int port, const char *target)
+bqa_conn_t *bqc_admin_post(const bqc_cluster_t *c, size_t i, const char *target)
 {
-    char req[512];
-    int n = snprintf(req, sizeof req,
-                     "POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", target);
-    int fd = n > 0 && (size_t)n < sizeof req ? bqt_connect(port) : -1;
-    for (size_t off = 0; fd >= 0 && off < (size_t)n;) {
-        ssize_t w = send(fd, req + off, (size_t)n - off, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            close(fd);
-            return -1;
-        }
-        off += (size_t)w;
+    bqa_conn_t *a = bqa_open(c->node[i].admin_port, c->certs, "beanstalkctl", BQC_REPLY_MS);
+    if (a && bqa_send(a, "POST", target) != 0) {
+        bqa_close(a);
+        return NULL;
     }
-    return fd;
+    return a;
 }
 
-/* Reads what fd has into buf (at most cap) by deadline (bqt_now_ms): the
- * count, 0 at EOF or on an error, -1 when the deadline passed first. */
-static int read_some(int fd, char *buf, size_t cap, long long deadline)
+int bqc_admin_call(const bqc_cluster_t *c, size_t i, const char *method, const char *target,
+                   char *text, size_t cap)
 {
-    for (;;) {
-        long long left = deadline - bqt_now_ms();
-        struct pollfd p = {fd, POLLIN, 0};
-        if (left <= 0)
-            return -1;
-        int r = poll(&p, 1, (int)left);
-        if (r <= 0)
-            continue; /* EINTR, or the deadline: checked above */
-        ssize_t n = recv(fd, buf, cap, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        return n > 0 ? (int)n : 0;
-    }
-}
-
-int bqc_admin_reply(int fd, int ms, char *text, size_t cap)
-{
-    char buf[4096];
-    size_t len = 0, want = 0;
-    const char *body = NULL;
-    long long deadline = bqt_now_ms() + ms;
-    int status = 0;
-    buf[0] = text[0] = '\0';
-    while (!body || (size_t)(buf + len - body) < want) {
-        int n = len + 1 < sizeof buf ? read_some(fd, buf + len, sizeof buf - 1 - len, deadline) : 0;
-        if (n < 0)
-            return -1;
-        if (n == 0)
-            break;
-        len += (size_t)n;
-        buf[len] = '\0';
-        body = strstr(buf, "\r\n\r\n");
-        const char *cl = body ? strstr(buf, "\r\nContent-Length: ") : NULL;
-        want = cl && cl < body ? strtoull(cl + 18, NULL, 10) : 0;
-        body = body ? body + 4 : NULL;
-    }
-    if (!body || sscanf(buf, "HTTP/1.1 %d", &status) != 1)
-        return 0;
-    snprintf(text, cap, "%.*s", (int)(buf + len - body), body);
-    return status;
+    return bqa_call(c->node[i].admin_port, c->certs, "beanstalkctl", method, target,
+                    BQC_REPLY_MS, text, cap);
 }
 
 /* ---- comparing two directories ---- */

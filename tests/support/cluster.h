@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "tests/support/admin_client.h"
 #include "tests/support/bqtest.h"
 
 #define BQC_MAX_NODES 5
@@ -61,8 +62,9 @@ typedef struct bqc_view {
     } sb[BQC_MAX_NODES];
 } bqc_view_t;
 
-/* Runs mkcerts (deploy/mkcerts) to make certificates for names[0..n) in a
- * fresh temporary directory written to dir; 0, or -1 with its output on
+/* Runs mkcerts (deploy/mkcerts) to make certificates for names[0..n) and
+ * for `beanstalkctl` (the operator) in a fresh temporary directory written
+ * to dir; 0, or -1 with its output on
  * stderr. Remove it with bqc_remove_tree. */
 int bqc_certs_make(const char *mkcerts, char *dir, size_t cap, const char *const *names,
                    size_t n);
@@ -115,16 +117,17 @@ int bqc_view_parse(const char *reply, bqc_view_t *v);
 /* The index in v->sb of standby name, or -1. */
 int bqc_view_standby(const bqc_view_t *v, const char *name);
 
-/* Connects to the plaintext admin API on 127.0.0.1:port and sends `POST
- * target` (a path and query, e.g. "/switchover?to=n2") without a body;
- * returns the connection (read the answer with bqc_admin_reply, then close
- * it), or -1 when it cannot connect or send. */
-int bqc_admin_post(int port, const char *target);
+/* Sends `POST target` (a path and query, e.g. "/switchover?to=n2") without
+ * a body to node i's admin API as the operator (over TLS with the
+ * cluster's `beanstalkctl` certificate, in plaintext without certificates);
+ * returns the connection (read the answer with bqa_reply, then bqa_close
+ * it), or NULL when it cannot connect or send. */
+bqa_conn_t *bqc_admin_post(const bqc_cluster_t *c, size_t i, const char *target);
 
-/* Reads the answer to an admin request on fd within ms: returns its HTTP
- * status with its body copied (truncated) into text, 0 when the connection
- * closed before a whole head arrived, -1 when ms passed first. */
-int bqc_admin_reply(int fd, int ms, char *text, size_t cap);
+/* One request (method, target) to node i's admin API as the operator:
+ * its status (-1: no answer within BQC_REPLY_MS) and body. */
+int bqc_admin_call(const bqc_cluster_t *c, size_t i, const char *method, const char *target,
+                   char *text, size_t cap);
 
 /* Sends cmd on fx and on fy and asserts the same reply once the lines of
  * the keys in drop (comma-separated) are left out, the OK line's length

@@ -571,6 +571,67 @@ static void unknown_fields_next_to_a_body_are_accepted(void **state)
     bq_wire_free(m);
 }
 
+/* A message made of many tiny unknown fields (what an authenticated peer
+ * could send to make the decoder allocate 24 bytes of bookkeeping per 2
+ * bytes of input) is refused by the unpack budget, as BAD, whereas the same
+ * fields in a few large ones are accepted. */
+static void unknown_field_flood_is_bad(void **state)
+{
+    (void)state;
+    enum { FIELDS = 30000 };
+    /* ack {written_lsn: 5}, then FIELDS x field 15 = 1 (2 bytes each). */
+    size_t len = BQ_WIRE_PREFIX + 4 + 2 * FIELDS;
+    uint8_t *bytes = malloc(len);
+    assert_non_null(bytes);
+    uint32_t n = (uint32_t)(len - BQ_WIRE_PREFIX);
+    memcpy(bytes, (uint8_t[]){n & 0xff, (n >> 8) & 0xff, (n >> 16) & 0xff, n >> 24}, 4);
+    memcpy(bytes + 4, (uint8_t[]){0x32, 0x02, 0x08, 0x05}, 4);
+    for (size_t i = 0; i < FIELDS; i++) {
+        bytes[8 + 2 * i] = 0x78;
+        bytes[9 + 2 * i] = 0x01;
+    }
+    size_t used = 0;
+    Bq__Repl__Message *m = NULL;
+    assert_int_equal(decode_once(BQ_WIRE_MAX_DEFAULT, bytes, len, &used, &m), BQ_WIRE_BAD);
+    assert_null(m);
+    /* One unknown length-delimited field of the same size: accepted. */
+    size_t blen = 2 * FIELDS;
+    len = BQ_WIRE_PREFIX + 4 + 4 + blen;
+    n = (uint32_t)(len - BQ_WIRE_PREFIX);
+    memcpy(bytes, (uint8_t[]){n & 0xff, (n >> 8) & 0xff, (n >> 16) & 0xff, n >> 24}, 4);
+    /* field 15, wire type 2 (0x7a), length as a 3-byte varint */
+    uint8_t head[] = {0x7a, (uint8_t)(0x80 | (blen & 0x7f)), (uint8_t)(0x80 | ((blen >> 7) & 0x7f)),
+                      (uint8_t)(blen >> 14)};
+    uint8_t *big = malloc(len);
+    assert_non_null(big);
+    memcpy(big, bytes, 8);
+    memcpy(big + 8, head, sizeof head);
+    memset(big + 8 + sizeof head, 'x', blen);
+    assert_int_equal(decode_once(BQ_WIRE_MAX_DEFAULT, big, len, &used, &m), BQ_WIRE_MESSAGE);
+    assert_string_equal(bq_wire_body_name(m), "ack");
+    bq_wire_free(m);
+    free(big);
+    free(bytes);
+}
+
+/* The control limit: a stranger's hello of more than 64 KiB is refused
+ * before it is buffered whole; a decoder's limit can be raised later. */
+static void control_limit_then_raised(void **state)
+{
+    (void)state;
+    bq_wire_decoder_t d;
+    bq_wire_decoder_init(&d, BQ_WIRE_MAX_CONTROL);
+    uint8_t prefix[4] = {0x01, 0x00, 0x01, 0x00}; /* 65537 */
+    size_t used = 0;
+    Bq__Repl__Message *m = NULL;
+    assert_int_equal(bq_wire_decode(&d, prefix, 4, &used, &m), BQ_WIRE_TOO_BIG);
+    bq_wire_decoder_free(&d);
+    bq_wire_decoder_init(&d, BQ_WIRE_MAX_CONTROL);
+    bq_wire_decoder_limit(&d, BQ_WIRE_MAX_DEFAULT);
+    assert_int_equal(bq_wire_decode(&d, prefix, 4, &used, &m), BQ_WIRE_MORE);
+    bq_wire_decoder_free(&d);
+}
+
 /* ---- a big message ---- */
 
 static void frames_of_one_mib_in_tls_records(void **state)
@@ -782,6 +843,8 @@ int main(void)
         cmocka_unit_test(message_without_a_body_is_bad),
         cmocka_unit_test(invalid_field_numbers_are_bad),
         cmocka_unit_test(unknown_fields_next_to_a_body_are_accepted),
+        cmocka_unit_test(unknown_field_flood_is_bad),
+        cmocka_unit_test(control_limit_then_raised),
         cmocka_unit_test(frames_of_one_mib_in_tls_records),
         cmocka_unit_test(free_releases_a_partial_message),
         cmocka_unit_test(status_names_are_distinct),
