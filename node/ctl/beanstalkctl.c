@@ -1,7 +1,8 @@
 /* beanstalkctl, the operator's tool for a beanstalkd-ha cluster: it reads
  * the command line (ctl_args.c), runs one command against the nodes' admin
  * HTTP API (ctl_cmd.c) and exits with 0 on success, 1 when the command
- * failed or some node did not answer, 2 on a usage error, and 3 when
+ * failed or some node did not answer, 2 on a usage error (a node at an IP
+ * address whose certificate name cannot be told is one), and 3 when
  * handoff changed nothing because it had no standby or was refused. */
 #include <errno.h>
 #include <stdio.h>
@@ -19,12 +20,15 @@ static const char usage_text[] =
     "Usage: beanstalkctl [OPTIONS] COMMAND [COMMAND OPTIONS]\n"
     "\n"
     "Options (also accepted after any command but certs):\n"
-    "  --nodes URL,...    the nodes' admin API (default: $BEANSTALKCTL_NODES, else\n"
-    "                     " BQ_CTL_DEFAULT_NODE "); host:port means http://host:port,\n"
-    "                     or https://host:port with --tls-cert\n"
-    "  --tls-cert FILE    client certificate for mutual TLS (with --tls-key, --tls-ca)\n"
-    "  --tls-key FILE     its private key\n"
+    "  --nodes NODE,...   the nodes' admin API (default: $BEANSTALKCTL_NODES, else\n"
+    "                     " BQ_CTL_DEFAULT_NODE "). NODE is HOST:PORT (http://, or\n"
+    "                     https:// with --tls-cert), a URL, or ID=HOST:PORT: connect\n"
+    "                     to HOST:PORT and require a TLS certificate naming ID\n"
+    "  --tls-cert FILE    client certificate for mutual TLS (with --tls-key, --tls-ca;\n"
+    "                     default $BEANSTALKCTL_TLS_CERT)\n"
+    "  --tls-key FILE     its private key (default $BEANSTALKCTL_TLS_KEY)\n"
     "  --tls-ca FILE      the cluster CA, the only issuer trusted for the nodes\n"
+    "                     (default $BEANSTALKCTL_TLS_CA)\n"
     "  --timeout MS       per request, connection included (default 10000)\n"
     "  -h, --help         this text\n"
     "  --version          the version\n"
@@ -32,22 +36,25 @@ static const char usage_text[] =
     "Commands:\n"
     "  status [--json]              every node's role, epoch, LSNs, sync state and\n"
     "                               lag; exit 1 when some node did not answer\n"
-    "  promote [--node URL] [--force]\n"
+    "  promote [--node NODE] [--force]\n"
     "                               make that standby the primary (--force: even if it\n"
     "                               may lack acknowledged writes)\n"
     "  switchover --to NODE_ID      have the primary among --nodes hand over to NODE_ID\n"
-    "  handoff [--node URL] [--timeout SECONDS] [--dry-run]\n"
+    "  handoff [--node NODE] [--timeout SECONDS] [--dry-run]\n"
     "                               before that node stops: if it is the primary,\n"
     "                               switch over to its best streaming standby and\n"
     "                               wait; --timeout SECONDS bounds it all (default\n"
     "                               " DEFAULT_HANDOFF "), --dry-run only says what it would do\n"
-    "  metrics [--node URL]         the node's Prometheus metrics\n"
+    "  metrics [--node NODE]        the node's Prometheus metrics\n"
     "  certs --nodes ID,... --out DIR\n"
     "                               make a cluster CA, a certificate per node id and a\n"
     "                               client certificate for beanstalkctl in DIR\n"
     "\n"
     "promote, metrics and handoff address --node, or the only node given. After\n"
     "handoff, --timeout is handoff's own, in seconds.\n"
+    "With TLS, a node's certificate must name (DNS subjectAltName) the ID given\n"
+    "with it, else its URL's host name; at an IP address without ID, the one node\n"
+    "id of the client certificate (a node handing itself off), else it is refused.\n"
     "Exit status: 0 success, 1 failure, 2 usage error, 3 handoff changed nothing\n"
     "(no streaming standby, or the primary refused).\n";
 
@@ -63,13 +70,19 @@ int main(int argc, char **argv)
 {
     bq_ctl_args_t a;
     char err[512];
-    int r = bq_ctl_args_parse(&a, argc, argv, getenv("BEANSTALKCTL_NODES"), err, sizeof err);
+    const bq_ctl_env_t env = {
+        .nodes = getenv("BEANSTALKCTL_NODES"),
+        .tls_cert = getenv("BEANSTALKCTL_TLS_CERT"),
+        .tls_key = getenv("BEANSTALKCTL_TLS_KEY"),
+        .tls_ca = getenv("BEANSTALKCTL_TLS_CA"),
+    };
+    int r = bq_ctl_args_parse(&a, argc, argv, &env, err, sizeof err);
     if (r == -ENOMEM) {
         fprintf(stderr, "beanstalkctl: out of memory\n");
         r = 1;
     } else if (r != 0) {
         fprintf(stderr, "beanstalkctl: %s\nTry 'beanstalkctl --help'.\n", err);
-        r = 2;
+        r = BQ_CTL_EXIT_USAGE;
     } else if (a.cmd == BQ_CTL_HELP) {
         fputs(usage_text, stdout);
     } else if (a.cmd == BQ_CTL_VERSION) {
@@ -78,7 +91,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "beanstalkctl: cannot initialise libcurl\n");
         r = 1;
     } else {
-        r = commands[a.cmd](&a);
+        r = a.cmd == BQ_CTL_CERTS ? 0 : bq_ctl_cmd_expect(&a);
+        if (r == 0)
+            r = commands[a.cmd](&a);
         bq_ctl_http_cleanup();
     }
     bq_ctl_args_free(&a);

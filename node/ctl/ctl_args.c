@@ -4,9 +4,10 @@
  * read in two phases: the global ones until the command word, then the
  * command's own (plus the global ones, except after certs, where --nodes
  * means node ids, and --timeout after handoff, which is handoff's limit in
- * seconds). What depends on several options - the TLS triple, the node
- * list and its source, the one node of promote, metrics and handoff - is
- * checked once everything has been read. */
+ * seconds). What depends on several options - the TLS triple and the
+ * environment's defaults for it, the node list and its source, the one
+ * node of promote, metrics and handoff - is checked once everything has
+ * been read. */
 #include "ctl_args.h"
 
 #include <errno.h>
@@ -14,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "ctl_verify.h"
 
 typedef struct parse {
     bq_ctl_args_t *a;
@@ -175,20 +178,55 @@ char *bq_ctl_args_node_url(const char *node, bool tls, char *err, size_t errlen)
     return url;
 }
 
+#define ID_RULE "letters, digits, '.', '_', '-'; at most 64"
+_Static_assert(BQ_CTL_MAX_ID == 64, "ID_RULE says 64");
+
+int bq_ctl_args_node(const char *node, bool tls, bq_ctl_addr_t *out, char *err, size_t errlen)
+{
+    const char *eq = strchr(node, '='), *sep = strstr(node, "://");
+    *out = (bq_ctl_addr_t){0};
+    if (eq && (sep == NULL || eq < sep)) {
+        if ((out->id = strndup(node, (size_t)(eq - node))) == NULL)
+            return -ENOMEM;
+        const char *why = bq_ctl_verify_id_problem(out->id);
+        if (why && strcmp(why, "reserved") == 0) {
+            snprintf(err, errlen, "'%s': '%s' is reserved, not a node id", node, out->id);
+            return -EINVAL;
+        }
+        if (why) {
+            snprintf(err, errlen, "'%s': bad node id '%s' (" ID_RULE ")", node, out->id);
+            return -EINVAL;
+        }
+        node = eq + 1;
+        if (*node == '\0') {
+            snprintf(err, errlen, "'%s=': no host after the node id", out->id);
+            return -EINVAL;
+        }
+    }
+    if (err && errlen)
+        err[0] = '\0';
+    out->url = bq_ctl_args_node_url(node, tls, err, errlen);
+    return out->url ? 0 : err && *err ? -EINVAL : -ENOMEM;
+}
+
+void bq_ctl_args_addr_free(bq_ctl_addr_t *addr)
+{
+    free(addr->url);
+    free(addr->id);
+    free(addr->name);
+    *addr = (bq_ctl_addr_t){0};
+}
+
 /* A node id must make a safe file name and a certificate name. */
 static int check_id(parse_t *p, const char *id)
 {
-    size_t n = strlen(id);
-    if (n > BQ_CTL_MAX_ID ||
-        strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                   "0123456789._-") != n ||
-        id[0] == '.' || id[0] == '-')
-        return fail(p, "certs: bad node id '%s' (letters, digits, '.', '_', '-'; at most %d)", id,
-                    BQ_CTL_MAX_ID);
-    if (strcmp(id, "ca") == 0 || strcmp(id, "beanstalkctl") == 0)
+    const char *why = bq_ctl_verify_id_problem(id);
+    if (why && strcmp(why, "reserved") == 0)
         return fail(p, "certs: '%s' is reserved (its files are made anyway)", id);
-    for (size_t k = 0; k < p->a->nnodes; k++)
-        if (strcmp(p->a->nodes[k], id) == 0)
+    if (why)
+        return fail(p, "certs: bad node id '%s' (" ID_RULE ")", id);
+    for (size_t k = 0; k < p->a->nids; k++)
+        if (strcmp(p->a->ids[k], id) == 0)
             return fail(p, "certs: node id '%s' given twice", id);
     return 0;
 }
@@ -207,33 +245,33 @@ static char *next_entry(const char **list)
     return strndup(s, (size_t)(e - s));
 }
 
-/* Splits list into a->nodes: base URLs, or node ids when ids is true. */
+/* Splits list into a->nodes, or into a->ids (node ids) when ids is true. */
 static int split(parse_t *p, const char *list, bool ids)
 {
+    bq_ctl_args_t *a = p->a;
     size_t n = 1;
     for (const char *c = list; *c; c++)
         n += *c == ',';
-    if ((p->a->nodes = calloc(n, sizeof *p->a->nodes)) == NULL)
+    if (ids ? (a->ids = calloc(n, sizeof *a->ids)) == NULL
+            : (a->nodes = calloc(n, sizeof *a->nodes)) == NULL)
         return -ENOMEM;
     while (list) {
         char *entry = next_entry(&list);
+        int r = 0;
         if (entry == NULL)
             return -ENOMEM;
         if (*entry == '\0') {
-            free(entry);
-            return fail(p, "empty entry in the node list");
+            r = fail(p, "empty entry in the node list");
+        } else if (!ids) {
+            r = bq_ctl_args_node(entry, a->tls_cert != NULL, &a->nodes[a->nnodes++], p->err,
+                                 p->errlen);
+        } else if ((r = check_id(p, entry)) == 0) {
+            a->ids[a->nids++] = entry;
+            entry = NULL;
         }
-        char *v = entry;
-        if (!ids) {
-            v = bq_ctl_args_node_url(entry, p->a->tls_cert != NULL, p->err, p->errlen);
-            free(entry);
-            if (v == NULL)
-                return *p->err ? -EINVAL : -ENOMEM;
-        } else if (check_id(p, v) != 0) {
-            free(v);
-            return -EINVAL;
-        }
-        p->a->nodes[p->a->nnodes++] = v;
+        free(entry);
+        if (r != 0)
+            return r;
     }
     return 0;
 }
@@ -254,28 +292,49 @@ static int finish_certs(parse_t *p)
 static int pick_target(parse_t *p)
 {
     bq_ctl_args_t *a = p->a;
-    if (p->node) {
-        a->target = bq_ctl_args_node_url(p->node, a->tls_cert != NULL, p->err, p->errlen);
-        return a->target ? 0 : *p->err ? -EINVAL : -ENOMEM;
-    }
+    if (p->node)
+        return bq_ctl_args_node(p->node, a->tls_cert != NULL, &a->target, p->err, p->errlen);
     if (a->nnodes != 1)
         return fail(p, "%zu nodes given: choose one with --node", a->nnodes);
-    return (a->target = strdup(a->nodes[0])) ? 0 : -ENOMEM;
+    a->target.url = strdup(a->nodes[0].url);
+    a->target.id = a->nodes[0].id ? strdup(a->nodes[0].id) : NULL;
+    return a->target.url && (a->target.id || !a->nodes[0].id) ? 0 : -ENOMEM;
 }
 
-static int finish(parse_t *p, const char *env_nodes)
+/* v when given and not empty, else NULL. */
+static const char *given(const char *v)
+{
+    return v && *v ? v : NULL;
+}
+
+/* The environment's value for each TLS file no flag gave. */
+static void tls_defaults(bq_ctl_args_t *a, const bq_ctl_env_t *env)
+{
+    if (env == NULL)
+        return;
+    if (a->tls_cert == NULL)
+        a->tls_cert = given(env->tls_cert);
+    if (a->tls_key == NULL)
+        a->tls_key = given(env->tls_key);
+    if (a->tls_ca == NULL)
+        a->tls_ca = given(env->tls_ca);
+}
+
+static int finish(parse_t *p, const bq_ctl_env_t *env)
 {
     bq_ctl_args_t *a = p->a;
     if (p->cmd_name == NULL)
         return fail(p, "no command given");
     if (a->cmd == BQ_CTL_CERTS)
         return finish_certs(p);
+    tls_defaults(a, env);
     int ntls = !!a->tls_cert + !!a->tls_key + !!a->tls_ca;
     if (ntls != 0 && ntls != 3)
-        return fail(p, "--tls-cert, --tls-key and --tls-ca go together");
-    const char *list = p->nodes                  ? p->nodes
-                       : env_nodes && *env_nodes ? env_nodes
-                                                 : BQ_CTL_DEFAULT_NODE;
+        return fail(p, "--tls-cert, --tls-key and --tls-ca go together (or "
+                       "$BEANSTALKCTL_TLS_CERT, _KEY and _CA)");
+    const char *list = p->nodes                   ? p->nodes
+                       : env && given(env->nodes) ? env->nodes
+                                                  : BQ_CTL_DEFAULT_NODE;
     int r = split(p, list, false);
     if (r != 0)
         return r;
@@ -286,7 +345,7 @@ static int finish(parse_t *p, const char *env_nodes)
     return 0;
 }
 
-int bq_ctl_args_parse(bq_ctl_args_t *a, int argc, char *const *argv, const char *env_nodes,
+int bq_ctl_args_parse(bq_ctl_args_t *a, int argc, char *const *argv, const bq_ctl_env_t *env,
                       char *err, size_t errlen)
 {
     memset(a, 0, sizeof *a);
@@ -314,16 +373,20 @@ int bq_ctl_args_parse(bq_ctl_args_t *a, int argc, char *const *argv, const char 
         if (r < 0)
             return r;
     }
-    return finish(&p, env_nodes);
+    return finish(&p, env);
 }
 
 void bq_ctl_args_free(bq_ctl_args_t *a)
 {
     for (size_t k = 0; k < a->nnodes; k++)
-        free(a->nodes[k]);
+        bq_ctl_args_addr_free(&a->nodes[k]);
+    for (size_t k = 0; k < a->nids; k++)
+        free(a->ids[k]);
     free(a->nodes);
-    free(a->target);
+    free(a->ids);
+    bq_ctl_args_addr_free(&a->target);
     a->nodes = NULL;
-    a->target = NULL;
+    a->ids = NULL;
     a->nnodes = 0;
+    a->nids = 0;
 }

@@ -5,7 +5,9 @@
  * carries the CA's key identifier. Validity starts an hour back, so a node
  * whose clock is a little behind the operator's accepts a fresh
  * certificate. Files are created with O_EXCL: an existing file is never
- * replaced, even one that appears between the check and the write. */
+ * replaced, even one that appears between the check and the write. The
+ * DNS names of a certificate are read back for beanstalkctl's own, which
+ * tells which node it is when a node hands itself off. */
 #include "ctl_certs.h"
 
 #include <errno.h>
@@ -262,4 +264,54 @@ int bq_ctl_certs_make(const char *dir, const char *const *ids, size_t n, char *e
     X509_free(c.ca);
     EVP_PKEY_free(c.ca_key);
     return r;
+}
+
+void bq_ctl_certs_names_free(char **names, size_t n)
+{
+    for (size_t k = 0; names && k < n; k++)
+        free(names[k]);
+    free(names);
+}
+
+/* The DNS entries of sans (may be NULL) into *names; false when out of memory. */
+static bool dns_of(const GENERAL_NAMES *sans, char ***names, size_t *n)
+{
+    int total = sans ? sk_GENERAL_NAME_num(sans) : 0;
+    *names = calloc(total > 0 ? (size_t)total : 1, sizeof **names);
+    *n = 0;
+    for (int k = 0; *names && k < total; k++) {
+        const GENERAL_NAME *g = sk_GENERAL_NAME_value(sans, k);
+        if (g->type != GEN_DNS)
+            continue;
+        const ASN1_IA5STRING *s = g->d.dNSName;
+        char *name = strndup((const char *)ASN1_STRING_get0_data(s), (size_t)ASN1_STRING_length(s));
+        if (name == NULL)
+            return false;
+        (*names)[(*n)++] = name;
+    }
+    return *names != NULL;
+}
+
+int bq_ctl_certs_dns_names(const char *path, char ***names, size_t *n, char *err, size_t errlen)
+{
+    certs_t c = {.err = err, .errlen = errlen};
+    *names = NULL;
+    *n = 0;
+    FILE *fp = fopen(path, "r");
+    if (fp == NULL)
+        return fail(&c, "cannot read the client certificate %s: %s", path, strerror(errno));
+    X509 *x = PEM_read_X509(fp, NULL, NULL, NULL);
+    fclose(fp);
+    if (x == NULL)
+        return fail(&c, "%s: no PEM certificate", path);
+    GENERAL_NAMES *sans = X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
+    bool ok = dns_of(sans, names, n);
+    GENERAL_NAMES_free(sans);
+    X509_free(x);
+    if (ok)
+        return 0;
+    bq_ctl_certs_names_free(*names, *n);
+    *names = NULL;
+    *n = 0;
+    return fail(&c, "out of memory");
 }

@@ -21,4 +21,14 @@
  * this call wrote are removed again on failure. */
 int bq_ctl_certs_make(const char *dir, const char *const *ids, size_t n, char *err, size_t errlen);
 
+/* The DNS subjectAltNames of the first certificate in the PEM file path
+ * (beanstalkctl's own, to tell which node it is: ctl_verify.h), in order:
+ * a new array of new strings in *names, their number in *n (free with
+ * bq_ctl_certs_names_free). Returns 0, or -1 with a one-line message in
+ * err (cannot read, not a certificate). */
+int bq_ctl_certs_dns_names(const char *path, char ***names, size_t *n, char *err, size_t errlen);
+
+/* Frees what bq_ctl_certs_dns_names returned. */
+void bq_ctl_certs_names_free(char **names, size_t n);
+
 #endif

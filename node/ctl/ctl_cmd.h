@@ -8,9 +8,21 @@
 
 #include "ctl_args.h"
 
+/* A usage error: the command line cannot be acted on. */
+#define BQ_CTL_EXIT_USAGE 2
+
 /* handoff's exit status when nothing was handed off and nothing changed
  * because there was no standby to hand off to or the primary refused. */
 #define BQ_CTL_EXIT_REFUSED 3
+
+/* Before any request, with TLS files: sets the name each https node the
+ * command talks to must have its certificate carry (a->target.name, or
+ * each a->nodes[k].name when there is no target: ctl_verify.h),
+ * reading the client certificate's names if a node at an IP address
+ * without ID= needs them. 0; BQ_CTL_EXIT_USAGE when some node's name
+ * cannot be told (the message, on stderr, asks for ID=HOST:PORT); 1 when
+ * the client certificate cannot be read, or out of memory. */
+int bq_ctl_cmd_expect(bq_ctl_args_t *a);
 
 /* GET /status from every node at once; the table or --json. 0 when every
  * node answered with a status document, else 1 (the output says why). */

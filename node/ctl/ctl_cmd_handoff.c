@@ -37,14 +37,14 @@ static long left_ms(long long deadline, long cap)
 static int ask(const bq_ctl_args_t *a, const char *method, const char *path, const char *tail,
                long ms, bq_ctl_http_req_t *r)
 {
-    size_t len = strlen(a->target) + strlen(path) + strlen(tail) + 1;
+    size_t len = strlen(a->target.url) + strlen(path) + strlen(tail) + 1;
     char *url = malloc(len);
     if (url == NULL)
         return -1;
-    snprintf(url, len, "%s%s%s", a->target, path, tail);
+    snprintf(url, len, "%s%s%s", a->target.url, path, tail);
     bq_ctl_http_opts_t o = {
         .tls_cert = a->tls_cert, .tls_key = a->tls_key, .tls_ca = a->tls_ca, .timeout_ms = ms};
-    *r = (bq_ctl_http_req_t){.method = method, .url = url};
+    *r = (bq_ctl_http_req_t){.method = method, .url = url, .name = a->target.name};
     bq_ctl_http_run(&o, r, 1);
     r->url = NULL;
     free(url);
@@ -77,14 +77,14 @@ static int switchover(const bq_ctl_args_t *a, const char *to, long long deadline
         fprintf(stderr,
                 "beanstalkctl: handoff: %s: no answer to the switchover to %s (%s); it may "
                 "still complete: see beanstalkctl status\n",
-                a->target, to, r.error);
+                a->target.url, to, r.error);
     else if (r.status >= 200 && r.status < 300)
         code = printf("handed off to %s\n", to) < 0;
     else if (r.status == 409)
         code = BQ_CTL_EXIT_REFUSED;
     if (r.body && code != 0)
         fprintf(stderr, "beanstalkctl: handoff: %s: switchover to %s %s: HTTP %ld%s%.*s\n",
-                a->target, to, code == BQ_CTL_EXIT_REFUSED ? "refused" : "failed", r.status,
+                a->target.url, to, code == BQ_CTL_EXIT_REFUSED ? "refused" : "failed", r.status,
                 len ? ": " : "", len, r.body);
     bq_ctl_http_req_free(&r);
     return code;
@@ -99,10 +99,10 @@ static int act(const bq_ctl_args_t *a, const bq_ctl_handoff_t *h, long long dead
         printf("%s\n", h->why);
         return 0;
     case BQ_CTL_HANDOFF_NO_ROLE:
-        fprintf(stderr, "beanstalkctl: handoff: %s: %s\n", a->target, h->why);
+        fprintf(stderr, "beanstalkctl: handoff: %s: %s\n", a->target.url, h->why);
         return 1;
     case BQ_CTL_HANDOFF_NO_TARGET:
-        fprintf(stderr, "beanstalkctl: handoff: %s: %s%s\n", a->target, h->why,
+        fprintf(stderr, "beanstalkctl: handoff: %s: %s%s\n", a->target.url, h->why,
                 a->dry_run ? "" : "; nothing done");
         return BQ_CTL_EXIT_REFUSED;
     case BQ_CTL_HANDOFF_TARGET:
@@ -113,7 +113,7 @@ static int act(const bq_ctl_args_t *a, const bq_ctl_handoff_t *h, long long dead
     printf("would hand off to %s (flushed LSN %s, lag %s records): POST "
            "%s/switchover?to=%s, waiting up to %ld s\n",
            h->target, number(h->flushed_lsn, flushed, sizeof flushed),
-           number(h->lag_records, lag, sizeof lag), a->target, h->target, a->handoff_ms / 1000);
+           number(h->lag_records, lag, sizeof lag), a->target.url, h->target, a->handoff_ms / 1000);
     return 0;
 }
 
@@ -126,10 +126,10 @@ int bq_ctl_cmd_handoff(const bq_ctl_args_t *a)
         return 1;
     }
     bq_ctl_node_t node;
-    int st = bq_ctl_status_set(&node, a->target, r.body ? NULL : r.error, r.status, r.body);
+    int st = bq_ctl_status_set(&node, a->target.url, r.body ? NULL : r.error, r.status, r.body);
     bq_ctl_http_req_free(&r);
     if (st != 0) {
-        fprintf(stderr, "beanstalkctl: handoff: %s: %s\n", a->target, node.error);
+        fprintf(stderr, "beanstalkctl: handoff: %s: %s\n", a->target.url, node.error);
         return 1;
     }
     bq_ctl_handoff_t h;

@@ -2,14 +2,29 @@
  * them driven by one multi handle, so asking every node for its status
  * takes as long as the slowest node rather than the sum. Each handle has its
  * own timeout, so the loop ends even when a node never answers. An answer
- * that cannot be read whole (too large, cut off) counts as no answer. */
+ * that cannot be read whole (too large, cut off) counts as no answer.
+ *
+ * The server's name: libcurl checks the certificate against the URL's host
+ * (CURLOPT_SSL_VERIFYHOST 2), so a request whose expected name is not the
+ * URL's host goes to https://NAME:PORT, with CURLOPT_CONNECT_TO sending the
+ * connection to the URL's host and port: the name is checked, where
+ * beanstalkctl connects does not change. libcurl would also take the
+ * subject CN of a certificate without DNS subjectAltNames, and wildcards;
+ * OpenSSL's own host check, set on each connection's SSL_CTX
+ * (CURLOPT_SSL_CTX_FUNCTION, libcurl built with OpenSSL), takes neither,
+ * and fails the handshake before any request is sent. TLS sessions are not
+ * cached, so every connection is verified in full. */
 #include "ctl_http.h"
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <curl/curl.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 
 _Static_assert(BQ_CTL_HTTP_ERROR >= CURL_ERROR_SIZE, "curl's error buffer must fit");
 
@@ -22,6 +37,7 @@ _Static_assert(BQ_CTL_HTTP_ERROR >= CURL_ERROR_SIZE, "curl's error buffer must f
 
 typedef struct sink {
     bq_ctl_http_req_t *req;
+    struct curl_slist *connect_to; /* NAME:PORT:HOST:PORT when the name is not the URL's host */
     size_t cap;
     bool too_large;
     bool done; /* the transfer ended (with an answer or an error) */
@@ -62,18 +78,92 @@ static size_t on_data(char *data, size_t size, size_t nmemb, void *arg)
     return n;
 }
 
-/* Client certificate, trust in the cluster CA alone (no system store). The
- * server's name is not checked against the URL: nodes are often addressed
- * by IP while their certificates name node ids, and only cluster members
- * hold a certificate from the cluster CA. */
-static int set_tls(CURL *e, const bq_ctl_http_opts_t *o)
+/* CURLOPT_SSL_CTX_FUNCTION: the certificate must name arg (the expected
+ * name) in a DNS subjectAltName, exactly. */
+static CURLcode name_only_in_san(CURL *e, void *ssl_ctx, void *arg)
 {
+    (void)e;
+    X509_VERIFY_PARAM *p = SSL_CTX_get0_param(ssl_ctx);
+    X509_VERIFY_PARAM_set_hostflags(p, X509_CHECK_FLAG_NEVER_CHECK_SUBJECT |
+                                           X509_CHECK_FLAG_NO_WILDCARDS);
+    return X509_VERIFY_PARAM_set1_host(p, arg, 0) == 1 ? CURLE_OK : CURLE_SSL_CERTPROBLEM;
+}
+
+/* The URL's parts: scheme, host and port (the scheme's default when absent). */
+typedef struct url_parts {
+    CURLU *u;
+    char *scheme, *host, *port;
+} url_parts_t;
+
+static void parts_free(url_parts_t *p)
+{
+    curl_free(p->scheme);
+    curl_free(p->host);
+    curl_free(p->port);
+    curl_url_cleanup(p->u);
+}
+
+/* Parses url into *p (free with parts_free in every case). 0 or -1. */
+static int parts_of(const char *url, url_parts_t *p)
+{
+    *p = (url_parts_t){curl_url(), NULL, NULL, NULL};
+    bool ok = p->u && curl_url_set(p->u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+              curl_url_get(p->u, CURLUPART_SCHEME, &p->scheme, 0) == CURLUE_OK &&
+              curl_url_get(p->u, CURLUPART_HOST, &p->host, 0) == CURLUE_OK &&
+              curl_url_get(p->u, CURLUPART_PORT, &p->port, CURLU_DEFAULT_PORT) == CURLUE_OK;
+    return ok ? 0 : -1;
+}
+
+int bq_ctl_http_url_host(const char *url, char *host, size_t cap, int *https)
+{
+    url_parts_t p;
+    int r = parts_of(url, &p);
+    if (r == 0 && (size_t)snprintf(host, cap, "%s", p.host) >= cap)
+        r = -1;
+    if (r == 0)
+        *https = strcasecmp(p.scheme, "https") == 0;
+    parts_free(&p);
+    return r;
+}
+
+/* The URL of s's request, its host replaced by name when they differ, with
+ * the connection sent to the URL's host and port (CURLOPT_CONNECT_TO). */
+static int set_url_for_name(CURL *e, sink_t *s, const char *name)
+{
+    url_parts_t p;
+    char *url = NULL, route[512];
+    int r = parts_of(s->req->url, &p);
+    if (r == 0 && strcasecmp(p.host, name) != 0) {
+        int n = snprintf(route, sizeof route, "%s:%s:%s:%s", name, p.port, p.host, p.port);
+        bool ok = n > 0 && (size_t)n < sizeof route &&
+                  curl_url_set(p.u, CURLUPART_HOST, name, 0) == CURLUE_OK &&
+                  curl_url_get(p.u, CURLUPART_URL, &url, 0) == CURLUE_OK &&
+                  (s->connect_to = curl_slist_append(NULL, route)) != NULL &&
+                  curl_easy_setopt(e, CURLOPT_CONNECT_TO, s->connect_to) == CURLE_OK;
+        r = ok ? 0 : -1;
+    }
+    if (r == 0 && curl_easy_setopt(e, CURLOPT_URL, url ? url : s->req->url) != CURLE_OK)
+        r = -1;
+    curl_free(url);
+    parts_free(&p);
+    return r;
+}
+
+/* Client certificate, trust in the cluster CA alone (no system store), and
+ * the server's certificate must name the request's expected name. */
+static int set_tls(CURL *e, const bq_ctl_http_opts_t *o, sink_t *s)
+{
+    if (s->req->name == NULL || set_url_for_name(e, s, s->req->name) != 0)
+        goto fail;
     SET(e, CURLOPT_SSLCERT, o->tls_cert);
     SET(e, CURLOPT_SSLKEY, o->tls_key);
     SET(e, CURLOPT_CAINFO, o->tls_ca);
     SET(e, CURLOPT_CAPATH, (char *)NULL);
     SET(e, CURLOPT_SSL_VERIFYPEER, 1L);
-    SET(e, CURLOPT_SSL_VERIFYHOST, 0L);
+    SET(e, CURLOPT_SSL_VERIFYHOST, 2L);
+    SET(e, CURLOPT_SSL_SESSIONID_CACHE, 0L);
+    SET(e, CURLOPT_SSL_CTX_FUNCTION, name_only_in_san);
+    SET(e, CURLOPT_SSL_CTX_DATA, (void *)s->req->name);
     return 0;
 fail:
     return -1;
@@ -100,7 +190,7 @@ static CURL *easy_new(const bq_ctl_http_opts_t *o, sink_t *s)
         SET(e, CURLOPT_POSTFIELDS, "");
         SET(e, CURLOPT_POSTFIELDSIZE, 0L);
     }
-    if (o->tls_cert && set_tls(e, o) != 0)
+    if (o->tls_cert && strncmp(s->req->url, "https://", 8) == 0 && set_tls(e, o, s) != 0)
         goto fail;
     return e;
 fail:
@@ -125,6 +215,10 @@ static void finish(CURL *e, CURLcode code)
     else if (r->error[0] == '\0')
         snprintf(r->error, sizeof r->error, "%s",
                  code == CURLE_OK ? "out of memory" : curl_easy_strerror(code));
+    size_t used = strlen(r->error);
+    if (code == CURLE_PEER_FAILED_VERIFICATION && r->name)
+        snprintf(r->error + used, sizeof r->error - used,
+                 " (want a certificate of the cluster CA naming %s)", r->name);
     free(r->body);
     r->body = NULL;
     r->len = 0;
@@ -155,7 +249,8 @@ int bq_ctl_http_run(const bq_ctl_http_opts_t *o, bq_ctl_http_req_t *reqs, size_t
     const char *why = "could not set up the request";
     bool failed = false;
     for (size_t k = 0; k < n; k++)
-        reqs[k] = (bq_ctl_http_req_t){.method = reqs[k].method, .url = reqs[k].url};
+        reqs[k] = (bq_ctl_http_req_t){
+            .method = reqs[k].method, .url = reqs[k].url, .name = reqs[k].name};
     for (size_t k = 0; m && easy && sinks && k < n; k++) {
         sinks[k].req = &reqs[k];
         easy[k] = easy_new(o, &sinks[k]);
@@ -179,6 +274,8 @@ out:
             curl_multi_remove_handle(m, easy[k]);
             curl_easy_cleanup(easy[k]);
         }
+        if (sinks)
+            curl_slist_free_all(sinks[k].connect_to);
     }
     curl_multi_cleanup(m);
     free(easy);

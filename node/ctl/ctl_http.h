@@ -2,8 +2,10 @@
  * several at once, each within a timeout. With the three TLS files, https
  * URLs use mutual TLS: beanstalkctl presents its certificate and accepts a
  * server certificate only if the cluster CA (--tls-ca, and nothing else)
- * signed it. Proxies from the environment are ignored: the admin API is
- * reached directly. */
+ * signed it and it names the request's expected name (ctl_verify.h) in a
+ * DNS subjectAltName - not in the subject CN, not through a wildcard.
+ * Proxies from the environment are ignored: the admin API is reached
+ * directly. */
 #ifndef BQ_CTL_HTTP_H
 #define BQ_CTL_HTTP_H
 
@@ -22,6 +24,8 @@ typedef struct bq_ctl_http_opts {
 typedef struct bq_ctl_http_req {
     const char *method;            /* "GET" or "POST" (with an empty body) */
     const char *url;               /* borrowed */
+    const char *name;              /* https with TLS files: the name the server's certificate
+                                    * must carry (borrowed; required); else unused */
     long status;                   /* out: the HTTP status; 0 when no answer */
     char *body;                    /* out: NUL-terminated body; NULL when no answer */
     size_t len;                    /* out: body length */
@@ -41,6 +45,11 @@ int bq_ctl_http_run(const bq_ctl_http_opts_t *o, bq_ctl_http_req_t *reqs, size_t
 
 /* Frees r->body. */
 void bq_ctl_http_req_free(bq_ctl_http_req_t *r);
+
+/* The host of url as libcurl parses it ("10.0.0.1", "[::1]", "n1.example")
+ * into host, and whether url is https. 0, or -1 when url cannot be parsed
+ * or the host does not fit. */
+int bq_ctl_http_url_host(const char *url, char *host, size_t cap, int *https);
 
 /* s percent-encoded for a query string: a new string (free with free), or
  * NULL when out of memory. */

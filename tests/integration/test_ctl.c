@@ -8,11 +8,20 @@
  * the exit status of each answer, nothing sent by a standby or a primary
  * without a streaming standby), metrics passed through unchanged, the
  * usage exit status, and certs: files that `openssl verify` accepts for
- * their purpose, modes, no overwriting - and a mutual-TLS status through a
- * fake server that uses those certificates. Last, handoff on a real
- * three-node cluster ($BQ_SERVER, automatic failover): on a standby and as
- * a dry run it changes nothing; on the primary it hands over to a standby
- * that then leads with every acknowledged job. */
+ * their purpose, modes, no overwriting - and mutual TLS through fake
+ * servers that use those certificates, and others made with the openssl
+ * command: the server's certificate must name the node (ID=HOST:PORT, the
+ * URL's DNS name, or at an IP address the client certificate's one node
+ * id) in a DNS subjectAltName; another node's certificate, beanstalkctl's
+ * own, one with only a CN and a wildcard are refused before any request
+ * is sent, and an IP address without ID is refused before connecting
+ * (exit 2) unless the client certificate is a node's. Last, real
+ * clusters ($BQ_SERVER): three nodes over TLS with automatic failover,
+ * driven as the operator (ID=127.0.0.1:PORT, beanstalkctl's certificate:
+ * status, promote refused, switchover) and handed off by each node itself
+ * (its own certificate, --node 127.0.0.1:PORT): on a standby and as a dry
+ * run it changes nothing; on the primary it hands over to a standby that
+ * then leads with every acknowledged job; and two nodes in plaintext. */
 #define _GNU_SOURCE /* SOCK_CLOEXEC */
 #include <errno.h>
 #include <fcntl.h>
@@ -76,6 +85,7 @@ typedef struct fake {
     pthread_mutex_t mu;
     char seen[MAX_SEEN][256]; /* request lines, "POST /promote?force=1" */
     int nseen;
+    int accepted;      /* connections accepted */
     char peer_cn[128]; /* TLS: the client certificate's CN */
 } fake_t;
 
@@ -190,7 +200,10 @@ static void *fake_main(void *arg)
         if (fd < 0 && errno == EINTR)
             continue;
         if (fd < 0)
-            return NULL;            /* shut down by fake_stop */
+            return NULL; /* shut down by fake_stop */
+        pthread_mutex_lock(&f->mu);
+        f->accepted++;
+        pthread_mutex_unlock(&f->mu);
         struct timeval tv = {5, 0}; /* a stuck client cannot hang the test */
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
         SSL *ssl = f->tls ? SSL_new(f->tls) : NULL;
@@ -229,6 +242,15 @@ static void fake_stop(fake_t *f)
     pthread_join(f->thread, NULL);
     close(f->lfd);
     pthread_mutex_destroy(&f->mu);
+}
+
+/* Connections the fake accepted so far. */
+static int accepted(fake_t *f)
+{
+    pthread_mutex_lock(&f->mu);
+    int n = f->accepted;
+    pthread_mutex_unlock(&f->mu);
+    return n;
 }
 
 /* Request line number i the fake received, or NULL. */
@@ -301,6 +323,25 @@ static void run_free(run_t *r)
     free(r->out);
     free(r->err);
 }
+
+/* A TLS identity: a certificate, its key and the CA to trust. */
+typedef struct ident {
+    char cert[512], key[512], ca[512];
+} ident_t;
+
+/* DIR/NAME.pem, DIR/NAME.key and DIR/ca.pem. */
+static ident_t ident(const char *dir, const char *name)
+{
+    ident_t id;
+    snprintf(id.cert, sizeof id.cert, "%s/%s.pem", dir, name);
+    snprintf(id.key, sizeof id.key, "%s/%s.key", dir, name);
+    snprintf(id.ca, sizeof id.ca, "%s/ca.pem", dir);
+    return id;
+}
+
+/* `beanstalkctl --tls-* (as id) ARGS...`. */
+#define CTL_AS(id, ...)                                                                            \
+    CTL("--tls-cert", (id).cert, "--tls-key", (id).key, "--tls-ca", (id).ca, __VA_ARGS__)
 
 static char *nodes_arg(char *buf, size_t cap, const fake_t *a, const fake_t *b)
 {
@@ -584,13 +625,35 @@ static const char *const auto_flags[] = {"--role=standby", "--failover=auto", "-
 typedef struct real {
     bqc_cluster_t *c;
     bool passed;
+    char tmp[256];   /* "": plaintext; else it holds certs/ */
+    char certs[300]; /* `beanstalkctl certs` for the nodes: one DNS name each */
 } real_t;
 
-/* A cluster of the first n of g_names in $TMPDIR/<prefix>.XXXXXX. */
-static int real_new(void **state, const char *prefix, size_t n)
+/* A cluster of the first n of g_names in $TMPDIR/<prefix>.XXXXXX; over
+ * TLS with certificates made by `beanstalkctl certs` when tls. */
+static int real_new(void **state, const char *prefix, size_t n, bool tls)
 {
     real_t *t = calloc(1, sizeof *t);
-    if (t == NULL || (t->c = bqc_new(prefix, n, g_names, NULL)) == NULL) {
+    if (t == NULL)
+        return -1;
+    if (tls) {
+        if (bqt_mkdtemp(t->tmp, sizeof t->tmp, "bqctl-certs") != 0) {
+            free(t);
+            return -1;
+        }
+        snprintf(t->certs, sizeof t->certs, "%s/certs", t->tmp);
+        run_t r = CTL("certs", "--nodes", "n1,n2,n3", "--out", t->certs);
+        int code = r.code;
+        run_free(&r);
+        if (code != 0) {
+            bqc_remove_tree(t->tmp);
+            free(t);
+            return -1;
+        }
+    }
+    if ((t->c = bqc_new(prefix, n, g_names, tls ? t->certs : NULL)) == NULL) {
+        if (tls)
+            bqc_remove_tree(t->tmp);
         free(t);
         return -1;
     }
@@ -600,12 +663,12 @@ static int real_new(void **state, const char *prefix, size_t n)
 
 static int real_setup(void **state)
 {
-    return real_new(state, "bqctl-handoff", 3);
+    return real_new(state, "bqctl-handoff", 3, true);
 }
 
 static int real_pair_setup(void **state)
 {
-    return real_new(state, "bqctl-pair", 2);
+    return real_new(state, "bqctl-pair", 2, false);
 }
 
 /* Stops the nodes even when the case failed half-way. */
@@ -613,6 +676,8 @@ static int real_teardown(void **state)
 {
     real_t *t = *state;
     bqc_finish(t->c, t->passed);
+    if (t->tmp[0])
+        bqc_remove_tree(t->tmp);
     free(t);
     return 0;
 }
@@ -669,6 +734,20 @@ static char *admin_url(char *buf, size_t cap, const bqc_cluster_t *c, size_t i)
     return buf;
 }
 
+/* Node i's admin API as ID=127.0.0.1:PORT (https with TLS files). */
+static char *admin_id(char *buf, size_t cap, const bqc_cluster_t *c, size_t i)
+{
+    snprintf(buf, cap, "%s=127.0.0.1:%d", c->node[i].name, c->node[i].admin_port);
+    return buf;
+}
+
+/* Node i's admin API as 127.0.0.1:PORT: for its own certificate. */
+static char *admin_ip(char *buf, size_t cap, const bqc_cluster_t *c, size_t i)
+{
+    snprintf(buf, cap, "127.0.0.1:%d", c->node[i].admin_port);
+    return buf;
+}
+
 /* Puts NJOBS jobs through the primary p, each acknowledged; their ids in ids. */
 static void put_jobs(bqc_cluster_t *c, size_t p, unsigned long long *ids)
 {
@@ -702,19 +781,24 @@ static void expect_jobs(bqc_cluster_t *c, size_t i, const unsigned long long *id
     close(fd);
 }
 
-/* On three nodes with automatic failover: `status` shows one primary
- * (*p) and two standbys; `promote` on a standby is refused while the
+/* On three nodes with automatic failover and TLS, as the operator
+ * (beanstalkctl's certificate, each node given as ID=127.0.0.1:PORT):
+ * `status` shows one primary (*p) and two standbys, and answers plaintext
+ * GETs on loopback too; `promote` on a standby is refused while the
  * primary lives; `switchover --to` a standby makes it the primary of the
  * next epoch (*p and *v updated). */
-static void three_nodes_status_promote_switchover(bqc_cluster_t *c, size_t *p, bqc_view_t *v)
+static void three_nodes_status_promote_switchover(const real_t *t, size_t *p, bqc_view_t *v)
 {
+    bqc_cluster_t *c = t->c;
+    ident_t ctl = ident(t->certs, "beanstalkctl");
     char nodes[256], url[64];
     size_t k = 0;
     for (size_t i = 0; i < c->n; i++)
         k += (size_t)snprintf(nodes + k, sizeof nodes - k, "%s%s", i ? "," : "",
-                              admin_url(url, sizeof url, c, i));
-    run_t r = CTL("--nodes", nodes, "status");
-    assert_int_equal(r.code, 0);
+                              admin_id(url, sizeof url, c, i));
+    run_t r = CTL_AS(ctl, "--nodes", nodes, "status");
+    if (r.code != 0)
+        fail_msg("status over TLS: exit %d: %s%s", r.code, r.out, r.err);
     size_t primaries = 0, standbys = 0;
     for (const char *q = r.out; (q = strstr(q, "primary")) != NULL; q++)
         primaries++;
@@ -723,15 +807,19 @@ static void three_nodes_status_promote_switchover(bqc_cluster_t *c, size_t *p, b
     if (!strstr(r.out, c->node[*p].name) || primaries < 1 || standbys < 2)
         fail_msg("status: %s", r.out);
     run_free(&r);
+    r = CTL("--nodes", admin_url(url, sizeof url, c, *p), "status"); /* plaintext GET */
+    if (r.code != 0 || !strstr(r.out, "primary"))
+        fail_msg("status in plaintext: exit %d: %s%s", r.code, r.out, r.err);
+    run_free(&r);
 
     size_t s = (*p + 1) % c->n;
-    r = CTL("promote", "--node", admin_url(url, sizeof url, c, s));
+    r = CTL_AS(ctl, "promote", "--node", admin_id(url, sizeof url, c, s));
     if (r.code == 0 || !strstr(r.err, "alive"))
         fail_msg("promote on a standby with the primary alive: exit %d: %s%s", r.code, r.out,
                  r.err);
     run_free(&r);
 
-    r = CTL("--nodes", nodes, "switchover", "--to", c->node[s].name);
+    r = CTL_AS(ctl, "--nodes", nodes, "switchover", "--to", c->node[s].name);
     if (r.code != 0)
         fail_msg("switchover --to %s: exit %d: %s%s", c->node[s].name, r.code, r.out, r.err);
     run_free(&r);
@@ -742,10 +830,11 @@ static void three_nodes_status_promote_switchover(bqc_cluster_t *c, size_t *p, b
     *v = after;
 }
 
-/* Three nodes with automatic failover: handoff on a standby changes
- * nothing; a dry run on the primary names a standby and changes nothing;
- * handoff on the primary makes that standby the primary of the next epoch,
- * with every acknowledged job. */
+/* Three nodes with automatic failover and TLS, each handoff run as the
+ * node itself (its own certificate, --node 127.0.0.1:PORT): on a standby
+ * it changes nothing; a dry run on the primary names a standby and changes
+ * nothing; on the primary it makes that standby the primary of the next
+ * epoch, with every acknowledged job. */
 static void handoff_on_a_real_cluster(void **state)
 {
     real_t *t = *state;
@@ -759,21 +848,24 @@ static void handoff_on_a_real_cluster(void **state)
     }
     size_t p = wait_settled(c, -1, &before);
     put_jobs(c, p, ids);
-    three_nodes_status_promote_switchover(c, &p, &before);
+    three_nodes_status_promote_switchover(t, &p, &before);
 
     size_t s = (p + 1) % c->n;
-    run_t r = CTL("handoff", "--node", admin_url(url, sizeof url, c, s));
-    assert_int_equal(r.code, 0);
+    ident_t self = ident(t->certs, c->node[s].name);
+    run_t r = CTL_AS(self, "handoff", "--node", admin_ip(url, sizeof url, c, s));
+    if (r.code != 0)
+        fail_msg("handoff on a standby: exit %d: %s%s", r.code, r.out, r.err);
     assert_string_equal(r.out, "not the primary: nothing to hand off (role standby)\n");
     run_free(&r);
-    r = CTL("--nodes", admin_url(url, sizeof url, c, p), "handoff", "--dry-run");
+    self = ident(t->certs, c->node[p].name);
+    r = CTL_AS(self, "--nodes", admin_ip(url, sizeof url, c, p), "handoff", "--dry-run");
     assert_int_equal(r.code, 0);
     assert_memory_equal(r.out, "would hand off to n", 19);
     run_free(&r);
     wait_settled(c, (int)p, &after); /* nothing changed */
     assert_int_equal(after.epoch, before.epoch);
 
-    r = CTL("--nodes", admin_url(url, sizeof url, c, p), "handoff", "--timeout", "25");
+    r = CTL_AS(self, "--nodes", admin_ip(url, sizeof url, c, p), "handoff", "--timeout", "25");
     if (r.code != 0)
         fail_msg("handoff on the primary: exit %d, stdout \"%s\", stderr \"%s\"", r.code, r.out,
                  r.err);
@@ -1022,61 +1114,313 @@ static void certs_never_overwrite(void **state)
 
 /* ---- mutual TLS ---- */
 
-static SSL_CTX *server_tls(const char *dir)
+/* A fake server's TLS: it presents DIR/NAME.pem and requires a client
+ * certificate from DIR/ca.pem. */
+static SSL_CTX *server_tls(const char *dir, const char *name)
 {
-    char cert[512], key[512], ca[512];
-    path(cert, dir, "n1.pem");
-    path(key, dir, "n1.key");
-    path(ca, dir, "ca.pem");
+    ident_t id = ident(dir, name);
     SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
     assert_non_null(ctx);
-    assert_int_equal(SSL_CTX_use_certificate_chain_file(ctx, cert), 1);
-    assert_int_equal(SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM), 1);
-    assert_int_equal(SSL_CTX_load_verify_locations(ctx, ca, NULL), 1);
+    assert_int_equal(SSL_CTX_use_certificate_chain_file(ctx, id.cert), 1);
+    assert_int_equal(SSL_CTX_use_PrivateKey_file(ctx, id.key, SSL_FILETYPE_PEM), 1);
+    assert_int_equal(SSL_CTX_load_verify_locations(ctx, id.ca, NULL), 1);
     SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
     return ctx;
+}
+
+/* DIR/NAME.pem and DIR/NAME.key made with the openssl command: subject
+ * /CN=cn, signed by DIR/ca.key, with the extensions ext (lines of an
+ * openssl extfile: with or without a subjectAltName). */
+static void openssl_leaf(const char *dir, const char *name, const char *cn, const char *ext)
+{
+    static int serial = 1000;
+    ident_t id = ident(dir, name);
+    char csr[512], extfile[512], cakey[512], file[128], subj[128], ser[16];
+    snprintf(file, sizeof file, "%s.csr", name);
+    path(csr, dir, file);
+    snprintf(file, sizeof file, "%s.ext", name);
+    path(extfile, dir, file);
+    path(cakey, dir, "ca.key");
+    snprintf(subj, sizeof subj, "/CN=%s", cn);
+    snprintf(ser, sizeof ser, "%d", serial++);
+    FILE *fp = fopen(extfile, "w");
+    assert_non_null(fp);
+    fputs(ext, fp);
+    fclose(fp);
+    assert_int_equal(openssl(0, (const char *const[]){"ecparam", "-name", "prime256v1", "-genkey",
+                                                      "-noout", "-out", id.key, NULL}),
+                     0);
+    assert_int_equal(openssl(0, (const char *const[]){"req", "-new", "-key", id.key, "-subj", subj,
+                                                      "-out", csr, NULL}),
+                     0);
+    assert_int_equal(openssl(0, (const char *const[]){"x509", "-req", "-in", csr, "-CA", id.ca,
+                                                      "-CAkey", cakey, "-set_serial", ser, "-days",
+                                                      "2", "-sha256", "-extfile", extfile, "-out",
+                                                      id.cert, NULL}),
+                     0);
+}
+
+#define LEAF_EXT                                                                                   \
+    "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\n"                     \
+    "extendedKeyUsage=serverAuth,clientAuth\n"
+
+/* A TLS case: `beanstalkctl certs --nodes n1,n2` in dir, and a fake
+ * server presenting one of the certificates of dir. */
+typedef struct tls_case {
+    char dir[256];
+    ident_t ctl; /* beanstalkctl's */
+    SSL_CTX *ctx;
+    fake_t fake;
+    char node[64]; /* the fake's 127.0.0.1:PORT */
+} tls_case_t;
+
+static void tls_case_certs(tls_case_t *t)
+{
+    memset(t, 0, sizeof *t);
+    assert_int_equal(bqt_mkdtemp(t->dir, sizeof t->dir, "bqctl-tls"), 0);
+    make_certs(t->dir);
+    t->ctl = ident(t->dir, "beanstalkctl");
+}
+
+/* The fake serves doc over TLS with dir/name.pem. */
+static void tls_case_serve(tls_case_t *t, const char *doc, const char *name)
+{
+    t->ctx = server_tls(t->dir, name);
+    fake_start(&t->fake, doc, t->ctx);
+    snprintf(t->node, sizeof t->node, "127.0.0.1:%d", t->fake.port);
+}
+
+static void tls_case_unserve(tls_case_t *t)
+{
+    fake_stop(&t->fake);
+    SSL_CTX_free(t->ctx);
+    t->ctx = NULL;
+}
+
+/* Certificates, and a fake serving doc with dir/name.pem. */
+static void tls_case_start(tls_case_t *t, const char *doc, const char *name)
+{
+    tls_case_certs(t);
+    tls_case_serve(t, doc, name);
+}
+
+static void tls_case_end(tls_case_t *t)
+{
+    if (t->ctx)
+        tls_case_unserve(t);
+    rm_rf(t->dir);
+}
+
+/* The client certificate's CN as the fake saw it. */
+static void expect_client(fake_t *f, const char *cn)
+{
+    pthread_mutex_lock(&f->mu);
+    assert_string_equal(f->peer_cn, cn);
+    pthread_mutex_unlock(&f->mu);
 }
 
 static void status_over_mutual_tls(void **state)
 {
     (void)state;
-    char dir[256], other[256], cert[512], key[512], ca[512], otherca[512], node[64];
-    assert_int_equal(bqt_mkdtemp(dir, sizeof dir, "bqctl-tls"), 0);
+    char other[256], id_node[80];
+    tls_case_t t;
+    tls_case_start(&t, primary_doc, "n1");
     assert_int_equal(bqt_mkdtemp(other, sizeof other, "bqctl-tls"), 0);
-    make_certs(dir);
     make_certs(other);
-    path(cert, dir, "beanstalkctl.pem");
-    path(key, dir, "beanstalkctl.key");
-    path(ca, dir, "ca.pem");
-    path(otherca, other, "ca.pem");
-    SSL_CTX *ctx = server_tls(dir);
-    fake_t p;
-    fake_start(&p, primary_doc, ctx);
-    snprintf(node, sizeof node, "127.0.0.1:%d", p.port); /* https:// with --tls-cert */
-    run_t r = CTL("--tls-cert", cert, "--tls-key", key, "--tls-ca", ca, "--nodes", node, "status");
+    ident_t stranger = ident(other, "beanstalkctl");
+    snprintf(id_node, sizeof id_node, "n1=%s", t.node); /* https:// with --tls-cert */
+    run_t r = CTL_AS(t.ctl, "--nodes", id_node, "status");
     assert_int_equal(r.code, 0);
-    assert_non_null(strstr(r.out, "https://127.0.0.1:"));
-    assert_string_equal(seen(&p, 0), "GET /status");
-    pthread_mutex_lock(&p.mu);
-    assert_string_equal(p.peer_cn, "beanstalkctl");
-    pthread_mutex_unlock(&p.mu);
+    assert_non_null(strstr(r.out, "\nn1    primary"));
+    assert_non_null(strstr(r.out, "https://127.0.0.1:")); /* where it connected */
+    assert_string_equal(seen(&t.fake, 0), "GET /status");
+    expect_client(&t.fake, "beanstalkctl");
     run_free(&r);
-    /* A server certificate from another CA is not trusted. */
-    r = CTL("--tls-cert", cert, "--tls-key", key, "--tls-ca", otherca, "--nodes", node, "status");
+    /* The same from the environment alone. */
+    setenv("BEANSTALKCTL_NODES", id_node, 1);
+    setenv("BEANSTALKCTL_TLS_CERT", t.ctl.cert, 1);
+    setenv("BEANSTALKCTL_TLS_KEY", t.ctl.key, 1);
+    setenv("BEANSTALKCTL_TLS_CA", t.ctl.ca, 1);
+    r = CTL("status");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "\nn1    primary"));
+    assert_string_equal(seen(&t.fake, 1), "GET /status");
+    run_free(&r);
+    /* A flag wins over its variable: a server certificate from another CA
+     * is not trusted. */
+    r = CTL("--tls-ca", stranger.ca, "status");
     assert_int_equal(r.code, 1);
     assert_non_null(strstr(r.out, "unreachable: "));
-    assert_null(seen(&p, 1));
+    assert_null(seen(&t.fake, 2));
     run_free(&r);
-    fake_stop(&p);
-    SSL_CTX_free(ctx);
-    rm_rf(dir);
+    unsetenv("BEANSTALKCTL_NODES");
+    unsetenv("BEANSTALKCTL_TLS_CERT");
+    unsetenv("BEANSTALKCTL_TLS_KEY");
+    unsetenv("BEANSTALKCTL_TLS_CA");
+    tls_case_end(&t);
     rm_rf(other);
+}
+
+/* Asks t's fake for its status as beanstalkctl at nodes, expecting a
+ * refusal of its certificate for want (the name it had to carry): exit 1,
+ * an unreachable row saying so, no request sent. */
+static void expect_refused(tls_case_t *t, const char *nodes, const char *want)
+{
+    char msg[128];
+    run_t r = CTL_AS(t->ctl, "--nodes", nodes, "status");
+    snprintf(msg, sizeof msg, "(want a certificate of the cluster CA naming %s)\n", want);
+    if (r.code != 1 || !strstr(r.out, "  unreachable: SSL certificate problem: ") ||
+        !strstr(r.out, msg))
+        fail_msg("%s: exit %d, stdout \"%s\", stderr \"%s\"", nodes, r.code, r.out, r.err);
+    assert_null(seen(&t->fake, 0));
+    run_free(&r);
+}
+
+/* n1's certificate answers for n1 and nothing else: not for n2=, not for
+ * the DNS name localhost; a promote meant for n2 is never sent to it. */
+static void tls_refuses_another_nodes_certificate(void **state)
+{
+    (void)state;
+    char nodes[128];
+    tls_case_t t;
+    tls_case_start(&t, standby_doc, "n1");
+    snprintf(nodes, sizeof nodes, "n2=%s", t.node);
+    expect_refused(&t, nodes, "n2");
+    snprintf(nodes, sizeof nodes, "https://localhost:%d", t.fake.port);
+    expect_refused(&t, nodes, "localhost");
+    snprintf(nodes, sizeof nodes, "n2=%s", t.node);
+    run_t r = CTL_AS(t.ctl, "promote", "--node", nodes);
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "naming n2)"));
+    assert_string_equal(r.out, "");
+    assert_null(seen(&t.fake, 0));
+    run_free(&r);
+    snprintf(nodes, sizeof nodes, "n1=%s", t.node); /* the right name: served */
+    r = CTL_AS(t.ctl, "promote", "--node", nodes);
+    assert_int_equal(r.code, 0);
+    assert_string_equal(seen(&t.fake, 0), "POST /promote");
+    run_free(&r);
+    tls_case_end(&t);
+}
+
+/* beanstalkctl's own certificate (a client's, naming beanstalkctl) is no
+ * node's, whatever the node is called: neither the one `certs` makes
+ * (clientAuth only) nor one that may also serve (deploy/mkcerts makes
+ * those) - its name is not the node's. */
+static void tls_refuses_a_client_certificate_as_server(void **state)
+{
+    (void)state;
+    char nodes[128];
+    tls_case_t t;
+    tls_case_start(&t, primary_doc, "beanstalkctl");
+    snprintf(nodes, sizeof nodes, "n1=%s", t.node);
+    expect_refused(&t, nodes, "n1");
+    run_t r = CTL_AS(t.ctl, "--nodes", nodes, "switchover", "--to", "n2");
+    assert_int_equal(r.code, 1);
+    assert_null(seen(&t.fake, 0));
+    run_free(&r);
+    tls_case_unserve(&t);
+    openssl_leaf(t.dir, "ctl-serves", "beanstalkctl", LEAF_EXT "subjectAltName=DNS:beanstalkctl\n");
+    tls_case_serve(&t, primary_doc, "ctl-serves");
+    snprintf(nodes, sizeof nodes, "n1=%s", t.node);
+    expect_refused(&t, nodes, "n1");
+    tls_case_end(&t);
+}
+
+/* Certificates of the cluster CA made with the openssl command: one naming
+ * n1 in a DNS subjectAltName is n1; one with only the CN n1, or with the
+ * wildcard *.example for n1.example, is not. */
+static void tls_refuses_cn_only_and_wildcard_certificates(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *file, *cn, *san, *id; /* san NULL: none */
+        bool ok;
+    } cases[] = {
+        {"san-n1", "n1", "DNS:n1", "n1", true},
+        {"cn-only", "n1", NULL, "n1", false},
+        {"wildcard", "n1.example", "DNS:*.example", "n1.example", false},
+    };
+    char nodes[128], ext[512];
+    tls_case_t t;
+    tls_case_certs(&t);
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        snprintf(ext, sizeof ext, LEAF_EXT "%s%s\n", cases[k].san ? "subjectAltName=" : "",
+                 cases[k].san ? cases[k].san : "");
+        openssl_leaf(t.dir, cases[k].file, cases[k].cn, ext);
+        tls_case_serve(&t, primary_doc, cases[k].file);
+        snprintf(nodes, sizeof nodes, "%s=%s", cases[k].id, t.node);
+        if (cases[k].ok) {
+            run_t r = CTL_AS(t.ctl, "--nodes", nodes, "status");
+            if (r.code != 0)
+                fail_msg("%s: exit %d: %s%s", cases[k].file, r.code, r.out, r.err);
+            assert_string_equal(seen(&t.fake, 0), "GET /status");
+            run_free(&r);
+        } else {
+            expect_refused(&t, nodes, cases[k].id);
+        }
+        tls_case_unserve(&t);
+    }
+    tls_case_end(&t);
+}
+
+/* At an IP address without ID: with beanstalkctl's certificate (or one
+ * naming two names) it is refused before connecting, exit 2, asking for
+ * ID=HOST:PORT; with a node's own certificate that node is expected - n1
+ * hands itself off, n2's certificate does not make n1 answer for n2. */
+static void tls_at_an_ip_address_needs_an_id_or_the_nodes_own_certificate(void **state)
+{
+    (void)state;
+    char want[256], url[80];
+    tls_case_t t;
+    tls_case_certs(&t);
+    openssl_leaf(t.dir, "two", "n1", LEAF_EXT "subjectAltName=DNS:n1,DNS:localhost,IP:127.0.0.1\n");
+    tls_case_serve(&t, handoff_primary_doc, "n1");
+    ident_t n1 = ident(t.dir, "n1"), n2 = ident(t.dir, "n2"), two = ident(t.dir, "two");
+    snprintf(url, sizeof url, "https://%s", t.node);
+    run_t r = CTL_AS(t.ctl, "--nodes", t.node, "status");
+    assert_int_equal(r.code, 2);
+    assert_string_equal(r.out, "");
+    snprintf(want, sizeof want, "write the node as ID=HOST:PORT (--nodes ID=%s, or --node ID=%s)\n",
+             t.node, t.node);
+    if (!strstr(r.err, "the client certificate names beanstalkctl, not a node: ") ||
+        !strstr(r.err, want))
+        fail_msg("stderr: %s", r.err);
+    run_free(&r);
+    r = CTL_AS(t.ctl, "promote", "--node", url); /* a URL too */
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, want));
+    run_free(&r);
+    r = CTL_AS(two, "handoff", "--node", t.node);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "names n1, localhost (more than one name)"));
+    run_free(&r);
+    assert_int_equal(accepted(&t.fake), 0); /* refused before connecting */
+
+    r = CTL_AS(n2, "handoff", "--node", t.node); /* n2's certificate: n2 expected */
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "naming n2)"));
+    assert_null(seen(&t.fake, 0));
+    run_free(&r);
+
+    r = CTL_AS(n1, "handoff", "--node", t.node, "--timeout", "20"); /* n1 hands itself off */
+    if (r.code != 0)
+        fail_msg("handoff as n1: exit %d: %s%s", r.code, r.out, r.err);
+    assert_string_equal(r.out, "handed off to n3\n");
+    assert_string_equal(seen(&t.fake, 0), "GET /status");
+    assert_string_equal(seen(&t.fake, 1), "POST /switchover?to=n3");
+    expect_client(&t.fake, "n1");
+    run_free(&r);
+    tls_case_end(&t);
 }
 
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
     unsetenv("BEANSTALKCTL_NODES");
+    unsetenv("BEANSTALKCTL_TLS_CERT");
+    unsetenv("BEANSTALKCTL_TLS_KEY");
+    unsetenv("BEANSTALKCTL_TLS_CA");
     if (getenv("BQ_CTL") == NULL) {
         fprintf(stderr, "test_ctl: set BQ_CTL to the beanstalkctl binary\n");
         return 1;
@@ -1095,6 +1439,10 @@ int main(void)
         cmocka_unit_test(certs_verify_with_their_ca),
         cmocka_unit_test(certs_never_overwrite),
         cmocka_unit_test(status_over_mutual_tls),
+        cmocka_unit_test(tls_refuses_another_nodes_certificate),
+        cmocka_unit_test(tls_refuses_a_client_certificate_as_server),
+        cmocka_unit_test(tls_refuses_cn_only_and_wildcard_certificates),
+        cmocka_unit_test(tls_at_an_ip_address_needs_an_id_or_the_nodes_own_certificate),
         cmocka_unit_test_setup_teardown(handoff_on_a_real_cluster, real_setup, real_teardown),
         cmocka_unit_test_setup_teardown(status_switchover_promote_on_a_real_cluster,
                                         real_pair_setup, real_teardown),

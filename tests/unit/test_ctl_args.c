@@ -1,10 +1,13 @@
 /* Unit tests of beanstalkctl's argument parser (node/ctl/ctl_args.c): the
- * defaults and where the node list comes from (--nodes, then
- * $BEANSTALKCTL_NODES, then the default), how nodes become base URLs, the
- * global options before and after the command, each command's own options
- * and checks (the one node of promote, metrics and handoff, switchover's
- * --to, the node ids of certs, handoff's --timeout in seconds and
- * --dry-run), and the usage errors with their messages. */
+ * defaults and where the node list and the TLS files come from (the flags,
+ * then $BEANSTALKCTL_NODES and $BEANSTALKCTL_TLS_*, then the default), how
+ * nodes become base URLs and node ids (ID=HOST:PORT), the global options
+ * before and after the command, each command's own options and checks (the
+ * one node of promote, metrics and handoff, switchover's --to, the node ids
+ * of certs, handoff's --timeout in seconds and --dry-run), and the usage
+ * errors with their messages. Also the name a node's TLS certificate must
+ * carry (node/ctl/ctl_verify.c): the ID, the URL's DNS name, the client
+ * certificate's one node id at an IP address, or a refusal. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,12 +20,18 @@
 #include <string.h>
 
 #include "node/ctl/ctl_args.h"
+#include "node/ctl/ctl_verify.h"
 
 #define ARGV(...) ((char *const[]){"beanstalkctl", __VA_ARGS__})
 #define ARGC(...) ((int)(sizeof ARGV(__VA_ARGS__) / sizeof(char *)))
-/* Parses the words given after the program name with no environment. */
+/* Parses the words given after the program name, with $BEANSTALKCTL_NODES
+ * env (NULL: unset) and no other environment. */
 #define PARSE(a, env, ...)                                                                         \
-    bq_ctl_args_parse(a, ARGC(__VA_ARGS__), ARGV(__VA_ARGS__), env, err, sizeof err)
+    bq_ctl_args_parse(a, ARGC(__VA_ARGS__), ARGV(__VA_ARGS__),                                     \
+                      &(bq_ctl_env_t){.nodes = (env)}, err, sizeof err)
+/* The same with the whole environment given. */
+#define PARSE_ENV(a, envp, ...)                                                                    \
+    bq_ctl_args_parse(a, ARGC(__VA_ARGS__), ARGV(__VA_ARGS__), envp, err, sizeof err)
 
 static char err[512];
 
@@ -42,15 +51,17 @@ static void status_defaults(void **state)
     assert_int_equal(PARSE(&a, NULL, "status"), 0);
     assert_int_equal(a.cmd, BQ_CTL_STATUS);
     assert_int_equal(a.nnodes, 1);
-    assert_string_equal(a.nodes[0], BQ_CTL_DEFAULT_NODE);
+    assert_string_equal(a.nodes[0].url, "http://" BQ_CTL_DEFAULT_NODE);
+    assert_null(a.nodes[0].id);
+    assert_null(a.nodes[0].name);
     assert_int_equal(a.timeout_ms, BQ_CTL_DEFAULT_TIMEOUT_MS);
     assert_false(a.json);
     assert_null(a.tls_cert);
-    assert_null(a.target);
+    assert_null(a.target.url);
     bq_ctl_args_free(&a);
     assert_int_equal(PARSE(&a, "", "status", "--json"), 0); /* an empty $BEANSTALKCTL_NODES */
     assert_true(a.json);
-    assert_string_equal(a.nodes[0], BQ_CTL_DEFAULT_NODE);
+    assert_string_equal(a.nodes[0].url, "http://" BQ_CTL_DEFAULT_NODE);
     bq_ctl_args_free(&a);
 }
 
@@ -60,13 +71,13 @@ static void nodes_from_env_unless_given(void **state)
     bq_ctl_args_t a;
     assert_int_equal(PARSE(&a, "h1:1, http://h2:2/ ,https://h3:3//", "status"), 0);
     assert_int_equal(a.nnodes, 3);
-    assert_string_equal(a.nodes[0], "http://h1:1");
-    assert_string_equal(a.nodes[1], "http://h2:2");
-    assert_string_equal(a.nodes[2], "https://h3:3");
+    assert_string_equal(a.nodes[0].url, "http://h1:1");
+    assert_string_equal(a.nodes[1].url, "http://h2:2");
+    assert_string_equal(a.nodes[2].url, "https://h3:3");
     bq_ctl_args_free(&a);
     assert_int_equal(PARSE(&a, "h1:1,h2:2", "--nodes", "h9:9", "status"), 0);
     assert_int_equal(a.nnodes, 1);
-    assert_string_equal(a.nodes[0], "http://h9:9");
+    assert_string_equal(a.nodes[0].url, "http://h9:9");
     bq_ctl_args_free(&a);
 }
 
@@ -77,8 +88,8 @@ static void tls_makes_host_port_https(void **state)
     assert_int_equal(PARSE(&a, NULL, "--nodes", "h1:1,http://h2:2", "--tls-cert", "c.pem",
                            "--tls-key=c.key", "--tls-ca", "ca.pem", "--timeout=250", "status"),
                      0);
-    assert_string_equal(a.nodes[0], "https://h1:1");
-    assert_string_equal(a.nodes[1], "http://h2:2"); /* an explicit scheme is kept */
+    assert_string_equal(a.nodes[0].url, "https://h1:1");
+    assert_string_equal(a.nodes[1].url, "http://h2:2"); /* an explicit scheme is kept */
     assert_string_equal(a.tls_cert, "c.pem");
     assert_string_equal(a.tls_key, "c.key");
     assert_string_equal(a.tls_ca, "ca.pem");
@@ -95,7 +106,7 @@ static void global_options_after_the_command(void **state)
                      0);
     assert_true(a.json);
     assert_int_equal(a.timeout_ms, 7);
-    assert_string_equal(a.nodes[0], "https://h1:1"); /* --tls-cert came later: still https */
+    assert_string_equal(a.nodes[0].url, "https://h1:1"); /* --tls-cert came later: still https */
     bq_ctl_args_free(&a);
 }
 
@@ -105,17 +116,17 @@ static void promote_targets_the_only_node_or_node(void **state)
     bq_ctl_args_t a;
     assert_int_equal(PARSE(&a, NULL, "--nodes", "h1:1", "promote"), 0);
     assert_int_equal(a.cmd, BQ_CTL_PROMOTE);
-    assert_string_equal(a.target, "http://h1:1");
+    assert_string_equal(a.target.url, "http://h1:1");
     assert_false(a.force);
     bq_ctl_args_free(&a);
     assert_int_equal(
         PARSE(&a, NULL, "--nodes", "h1:1,h2:2", "promote", "--node", "h2:2", "--force"), 0);
-    assert_string_equal(a.target, "http://h2:2");
+    assert_string_equal(a.target.url, "http://h2:2");
     assert_true(a.force);
     bq_ctl_args_free(&a);
     assert_int_equal(PARSE(&a, "h1:1,h2:2", "metrics", "--node=http://h3:3/"), 0);
     assert_int_equal(a.cmd, BQ_CTL_METRICS);
-    assert_string_equal(a.target, "http://h3:3");
+    assert_string_equal(a.target.url, "http://h3:3");
     bq_ctl_args_free(&a);
     EXPECT_USAGE("2 nodes given: choose one with --node", "--nodes", "h1:1,h2:2", "promote");
     EXPECT_USAGE("metrics does not take --force", "metrics", "--force");
@@ -141,17 +152,17 @@ static void handoff_targets_one_node(void **state)
     bq_ctl_args_t a;
     assert_int_equal(PARSE(&a, NULL, "handoff"), 0); /* the local node by default */
     assert_int_equal(a.cmd, BQ_CTL_HANDOFF);
-    assert_string_equal(a.target, BQ_CTL_DEFAULT_NODE);
+    assert_string_equal(a.target.url, "http://" BQ_CTL_DEFAULT_NODE);
     assert_int_equal(a.handoff_ms, BQ_CTL_DEFAULT_HANDOFF_S * 1000L);
     assert_int_equal(a.timeout_ms, BQ_CTL_DEFAULT_TIMEOUT_MS);
     assert_false(a.dry_run);
     bq_ctl_args_free(&a);
     assert_int_equal(PARSE(&a, "h1:1", "handoff", "--dry-run"), 0);
-    assert_string_equal(a.target, "http://h1:1");
+    assert_string_equal(a.target.url, "http://h1:1");
     assert_true(a.dry_run);
     bq_ctl_args_free(&a);
     assert_int_equal(PARSE(&a, "h1:1,h2:2", "handoff", "--node", "h2:2"), 0);
-    assert_string_equal(a.target, "http://h2:2");
+    assert_string_equal(a.target.url, "http://h2:2");
     bq_ctl_args_free(&a);
     EXPECT_USAGE("2 nodes given: choose one with --node", "--nodes", "h1:1,h2:2", "handoff");
 }
@@ -188,9 +199,10 @@ static void certs_takes_node_ids(void **state)
     bq_ctl_args_t a;
     assert_int_equal(PARSE(&a, "h1:1", "certs", "--nodes", "n1,node-2,n_3.x", "--out", "d"), 0);
     assert_int_equal(a.cmd, BQ_CTL_CERTS);
-    assert_int_equal(a.nnodes, 3);
-    assert_string_equal(a.nodes[0], "n1"); /* ids, not URLs */
-    assert_string_equal(a.nodes[2], "n_3.x");
+    assert_int_equal(a.nids, 3);
+    assert_int_equal(a.nnodes, 0); /* ids, not nodes */
+    assert_string_equal(a.ids[0], "n1");
+    assert_string_equal(a.ids[2], "n_3.x");
     assert_string_equal(a.out, "d");
     bq_ctl_args_free(&a);
     EXPECT_USAGE("certs needs --nodes ID,... and --out DIR", "certs", "--nodes", "n1");
@@ -252,8 +264,9 @@ static void usage_errors(void **state)
     EXPECT_USAGE("unknown option --verbose", "--verbose", "status");
     EXPECT_USAGE("unexpected argument 'extra'", "status", "extra");
     EXPECT_USAGE("--nodes needs a value", "status", "--nodes");
-    EXPECT_USAGE("--tls-cert, --tls-key and --tls-ca go together", "--tls-cert", "c", "--tls-ca",
-                 "ca", "status");
+    EXPECT_USAGE("--tls-cert, --tls-key and --tls-ca go together (or $BEANSTALKCTL_TLS_CERT, "
+                 "_KEY and _CA)",
+                 "--tls-cert", "c", "--tls-ca", "ca", "status");
     EXPECT_USAGE("--timeout takes milliseconds from 1 to 3600000, not '0'", "--timeout", "0",
                  "status");
     EXPECT_USAGE("--timeout takes milliseconds from 1 to 3600000, not '5s'", "--timeout", "5s",
@@ -283,6 +296,194 @@ static void node_url_forms(void **state)
     assert_string_equal(err, "'///': no host");
 }
 
+static void nodes_with_ids(void **state)
+{
+    (void)state;
+    bq_ctl_args_t a;
+    assert_int_equal(PARSE(&a, NULL, "--nodes", "n1=h1:1, n2=https://h2:2/,h3:3,n-4=[::1]:4",
+                           "status"),
+                     0);
+    assert_int_equal(a.nnodes, 4);
+    assert_string_equal(a.nodes[0].id, "n1");
+    assert_string_equal(a.nodes[0].url, "http://h1:1"); /* where it connects */
+    assert_string_equal(a.nodes[1].id, "n2");
+    assert_string_equal(a.nodes[1].url, "https://h2:2");
+    assert_null(a.nodes[2].id);
+    assert_string_equal(a.nodes[2].url, "http://h3:3");
+    assert_string_equal(a.nodes[3].id, "n-4");
+    assert_string_equal(a.nodes[3].url, "http://[::1]:4");
+    assert_null(a.nodes[0].name); /* set by bq_ctl_cmd_expect, not the parser */
+    bq_ctl_args_free(&a);
+    /* From the environment, with TLS: https. */
+    assert_int_equal(PARSE(&a, "n1=127.0.0.1:11380,n2=127.0.0.1:11381", "--tls-cert", "c",
+                           "--tls-key", "k", "--tls-ca", "ca", "status"),
+                     0);
+    assert_int_equal(a.nnodes, 2);
+    assert_string_equal(a.nodes[1].id, "n2");
+    assert_string_equal(a.nodes[1].url, "https://127.0.0.1:11381");
+    bq_ctl_args_free(&a);
+    /* The one node addressed keeps its id, from --node or from the only node. */
+    assert_int_equal(PARSE(&a, "n1=h1:1,n2=h2:2", "handoff", "--node=n2=h2:2"), 0);
+    assert_string_equal(a.target.id, "n2");
+    assert_string_equal(a.target.url, "http://h2:2");
+    bq_ctl_args_free(&a);
+    assert_int_equal(PARSE(&a, NULL, "--nodes", "n1=h1:1", "promote"), 0);
+    assert_string_equal(a.target.id, "n1");
+    assert_string_equal(a.target.url, "http://h1:1");
+    bq_ctl_args_free(&a);
+    assert_int_equal(PARSE(&a, NULL, "metrics", "--node", "h1:1"), 0);
+    assert_null(a.target.id);
+    bq_ctl_args_free(&a);
+    /* An '=' after the scheme is not an id. */
+    assert_int_equal(PARSE(&a, NULL, "--nodes", "http://h1:1/x=y", "status"), 0);
+    assert_null(a.nodes[0].id);
+    bq_ctl_args_free(&a);
+    EXPECT_USAGE("'x/y=h:1': bad node id 'x/y' (letters, digits, '.', '_', '-'; at most 64)",
+                 "--nodes", "x/y=h:1", "status");
+    EXPECT_USAGE("'=h:1': bad node id '' (letters, digits, '.', '_', '-'; at most 64)", "--nodes",
+                 "=h:1", "status");
+    EXPECT_USAGE("'*.example=h:1': bad node id '*.example' (letters, digits, '.', '_', '-'; at "
+                 "most 64)",
+                 "--nodes", "*.example=h:1", "status");
+    EXPECT_USAGE("'beanstalkctl=h:1': 'beanstalkctl' is reserved, not a node id", "promote",
+                 "--node", "beanstalkctl=h:1");
+    EXPECT_USAGE("'n1=': no host after the node id", "--nodes", "n1=", "status");
+    EXPECT_USAGE("'ftp://h:1': only http:// and https:// URLs are supported", "--nodes",
+                 "n1=ftp://h:1", "status");
+}
+
+static void tls_files_from_the_environment(void **state)
+{
+    (void)state;
+    bq_ctl_args_t a;
+    bq_ctl_env_t env = {.tls_cert = "e.pem", .tls_key = "e.key", .tls_ca = "eca.pem"};
+    assert_int_equal(PARSE_ENV(&a, &env, "--nodes", "h1:1", "status"), 0);
+    assert_string_equal(a.tls_cert, "e.pem");
+    assert_string_equal(a.tls_key, "e.key");
+    assert_string_equal(a.tls_ca, "eca.pem");
+    assert_string_equal(a.nodes[0].url, "https://h1:1"); /* a client certificate: https */
+    bq_ctl_args_free(&a);
+    /* Each flag wins over its variable. */
+    assert_int_equal(PARSE_ENV(&a, &env, "handoff", "--tls-cert=n1.pem", "--tls-key=n1.key"), 0);
+    assert_string_equal(a.tls_cert, "n1.pem");
+    assert_string_equal(a.tls_key, "n1.key");
+    assert_string_equal(a.tls_ca, "eca.pem");
+    /* The default node is https with TLS files. */
+    assert_string_equal(a.target.url, "https://" BQ_CTL_DEFAULT_NODE);
+    bq_ctl_args_free(&a);
+    /* Empty variables are unset; the three still go together. */
+    env = (bq_ctl_env_t){.tls_cert = "e.pem", .tls_key = "", .tls_ca = "eca.pem"};
+    assert_int_equal(PARSE_ENV(&a, &env, "status"), -EINVAL);
+    assert_string_equal(err, "--tls-cert, --tls-key and --tls-ca go together (or "
+                             "$BEANSTALKCTL_TLS_CERT, _KEY and _CA)");
+    bq_ctl_args_free(&a);
+    assert_int_equal(PARSE_ENV(&a, &env, "--tls-key", "k", "status"), 0);
+    bq_ctl_args_free(&a);
+    env = (bq_ctl_env_t){.nodes = "", .tls_cert = "", .tls_key = "", .tls_ca = ""};
+    assert_int_equal(PARSE_ENV(&a, &env, "status"), 0);
+    assert_null(a.tls_cert);
+    assert_string_equal(a.nodes[0].url, "http://" BQ_CTL_DEFAULT_NODE);
+    bq_ctl_args_free(&a);
+    /* certs makes certificates: it takes none. */
+    env = (bq_ctl_env_t){.tls_cert = "e.pem"};
+    assert_int_equal(PARSE_ENV(&a, &env, "certs", "--nodes", "n1", "--out", "d"), 0);
+    bq_ctl_args_free(&a);
+}
+
+/* ---- the name a node's certificate must carry (ctl_verify.c) ---- */
+
+static void node_ids_and_ip_addresses(void **state)
+{
+    (void)state;
+    assert_null(bq_ctl_verify_id_problem("n1"));
+    assert_null(bq_ctl_verify_id_problem("beanstalkd-ha-a-0"));
+    assert_null(bq_ctl_verify_id_problem("n_3.x"));
+    assert_string_equal(bq_ctl_verify_id_problem(""), "bad");
+    assert_string_equal(bq_ctl_verify_id_problem("*.example"), "bad");
+    assert_string_equal(bq_ctl_verify_id_problem("-n1"), "bad");
+    assert_string_equal(bq_ctl_verify_id_problem(".n1"), "bad");
+    assert_string_equal(bq_ctl_verify_id_problem("n 1"), "bad");
+    assert_string_equal(bq_ctl_verify_id_problem("beanstalkctl"), "reserved");
+    assert_string_equal(bq_ctl_verify_id_problem("ca"), "reserved");
+    assert_true(bq_ctl_verify_is_ip("127.0.0.1"));
+    assert_true(bq_ctl_verify_is_ip("10.0.0.1"));
+    assert_true(bq_ctl_verify_is_ip("127.1")); /* libcurl reads it as 127.0.0.1 */
+    assert_true(bq_ctl_verify_is_ip("[::1]"));
+    assert_true(bq_ctl_verify_is_ip("::1"));
+    assert_true(bq_ctl_verify_is_ip("[fe80::1%25eth0]"));
+    assert_false(bq_ctl_verify_is_ip("n1"));
+    assert_false(bq_ctl_verify_is_ip("localhost"));
+    assert_false(bq_ctl_verify_is_ip("beanstalkd-ha-a-0.beanstalkd-ha-peers"));
+    assert_true(bq_ctl_verify_needs_own(NULL, "127.0.0.1"));
+    assert_false(bq_ctl_verify_needs_own("n1", "127.0.0.1"));
+    assert_false(bq_ctl_verify_needs_own(NULL, "n1.example"));
+}
+
+/* bq_ctl_verify_expect for a node at url with id, with the client
+ * certificate naming own[0..nown) (own NULL: not read). */
+static int expect(const char *url, const char *id, const char *host, const char *const *own,
+                  size_t nown, const char **name)
+{
+    bq_ctl_own_t o = {.names = own, .n = nown};
+    return bq_ctl_verify_expect(url, id, host, own ? &o : NULL, name, err, sizeof err);
+}
+
+static void expected_name_is_the_id_then_the_dns_name(void **state)
+{
+    (void)state;
+    const char *name;
+    /* ID=HOST:PORT: the id, whatever the host and the client certificate. */
+    assert_int_equal(expect("https://127.0.0.1:11380", "n1", "127.0.0.1", NULL, 0, &name), 0);
+    assert_string_equal(name, "n1");
+    assert_int_equal(expect("https://node1.example:11380", "n1", "node1.example", NULL, 0, &name),
+                     0);
+    assert_string_equal(name, "n1");
+    /* Else the URL's DNS name. */
+    assert_int_equal(expect("https://n2:11380", NULL, "n2", NULL, 0, &name), 0);
+    assert_string_equal(name, "n2");
+    assert_int_equal(expect("https://localhost:11380", NULL, "localhost", NULL, 0, &name), 0);
+    assert_string_equal(name, "localhost");
+}
+
+static void expected_name_at_an_ip_address(void **state)
+{
+    (void)state;
+    const char *name;
+    /* A node's own certificate (a node handing itself off): its one id. */
+    const char *const node[] = {"n1"};
+    assert_int_equal(expect("https://127.0.0.1:11380", NULL, "127.0.0.1", node, 1, &name), 0);
+    assert_string_equal(name, "n1");
+    assert_int_equal(expect("https://[::1]:11380", NULL, "[::1]", node, 1, &name), 0);
+    assert_string_equal(name, "n1");
+    /* beanstalkctl's certificate names no node: refused, asking for ID=. */
+    const char *const ctl[] = {"beanstalkctl"};
+    assert_int_equal(expect("https://127.0.0.1:11380", NULL, "127.0.0.1", ctl, 1, &name), -EINVAL);
+    assert_null(name);
+    assert_string_equal(err, "https://127.0.0.1:11380: which node's certificate to expect? "
+                             "127.0.0.1 is an IP address (certificates name node ids) and the "
+                             "client certificate names beanstalkctl, not a node: write the node "
+                             "as ID=HOST:PORT (--nodes ID=127.0.0.1:11380, or --node "
+                             "ID=127.0.0.1:11380)");
+    /* Two names (deploy/mkcerts' certificates also name localhost), none, a
+     * wildcard: no one node id. */
+    const char *const two[] = {"n1", "localhost"};
+    assert_int_equal(expect("https://10.0.0.1:1", NULL, "10.0.0.1", two, 2, &name), -EINVAL);
+    assert_non_null(strstr(err, "the client certificate names n1, localhost (more than one name):"
+                                " write the node as ID=HOST:PORT (--nodes ID=10.0.0.1:1,"));
+    assert_int_equal(expect("https://10.0.0.1:1", NULL, "10.0.0.1", two, 0, &name), -EINVAL);
+    assert_non_null(strstr(err, "the client certificate names nothing in a DNS subjectAltName:"));
+    const char *const wild[] = {"*.example"};
+    assert_int_equal(expect("https://10.0.0.1:1", NULL, "10.0.0.1", wild, 1, &name), -EINVAL);
+    assert_non_null(strstr(err, "the client certificate names *.example, not a node id:"));
+    /* The client certificate could not be read. */
+    bq_ctl_own_t bad = {.error = "cannot read the client certificate c.pem: No such file"};
+    assert_int_equal(bq_ctl_verify_expect("https://127.0.0.1:1", NULL, "127.0.0.1", &bad, &name,
+                                          err, sizeof err),
+                     -EIO);
+    assert_string_equal(err, "https://127.0.0.1:1: cannot read the client certificate c.pem: "
+                             "No such file");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -299,6 +500,11 @@ int main(void)
         cmocka_unit_test(help_and_version),
         cmocka_unit_test(usage_errors),
         cmocka_unit_test(node_url_forms),
+        cmocka_unit_test(nodes_with_ids),
+        cmocka_unit_test(tls_files_from_the_environment),
+        cmocka_unit_test(node_ids_and_ip_addresses),
+        cmocka_unit_test(expected_name_is_the_id_then_the_dns_name),
+        cmocka_unit_test(expected_name_at_an_ip_address),
     };
     return cmocka_run_group_tests_name("ctl_args", tests, NULL, NULL);
 }
