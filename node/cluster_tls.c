@@ -2,8 +2,24 @@
  * replication/tls.h. */
 #include "cluster_tls.h"
 
+#include <stdbool.h>
+#include <stdio.h>
+
+#include <openssl/x509v3.h>
+
 #include "log.h"
 #include "replication/tls.h"
+
+/* Whether ctx's certificate names node_id as a DNS subjectAltName (the
+ * rule every peer applies to it: never the CN, no wildcards). */
+static bool names_node(SSL_CTX *ctx, const char *node_id)
+{
+    X509 *cert = SSL_CTX_get0_certificate(ctx);
+    return cert && node_id &&
+           X509_check_host(cert, node_id, 0,
+                           X509_CHECK_FLAG_NEVER_CHECK_SUBJECT | X509_CHECK_FLAG_NO_WILDCARDS,
+                           NULL) == 1;
+}
 
 int bq_cluster_tls_new(const bq_flags_t *f, SSL_CTX **server, SSL_CTX **client)
 {
@@ -14,6 +30,12 @@ int bq_cluster_tls_new(const bq_flags_t *f, SSL_CTX **server, SSL_CTX **client)
         return 0;
     *server = bq_tls_ctx_new(true, &files, err, sizeof err);
     *client = *server ? bq_tls_ctx_new(false, &files, err, sizeof err) : NULL;
+    if (*client && !names_node(*server, f->node_id)) {
+        snprintf(err, sizeof err, "%s does not name --node-id %s in its subjectAltName: every "
+                 "peer would refuse it", f->tls_cert, f->node_id);
+        SSL_CTX_free(*client);
+        *client = NULL;
+    }
     if (*client)
         return 0;
     bq_log(BQ_LOG_ERROR, "cannot set up TLS for replication", "err=\"%s\"", err);

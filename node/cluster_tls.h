@@ -10,7 +10,8 @@
 
 /* Makes both contexts for f (borrowed) into *server and *client (new; free
  * each with SSL_CTX_free); both NULL with --repl-plaintext. 0, or -1 (both
- * NULL, the reason logged) when a file is missing or does not match. */
+ * NULL, the reason logged) when a file is missing or does not match, or
+ * the certificate does not name --node-id (a DNS subjectAltName). */
 int bq_cluster_tls_new(const bq_flags_t *f, SSL_CTX **server, SSL_CTX **client);
 
 #endif

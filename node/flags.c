@@ -708,7 +708,11 @@ static void describe_cluster(line_t *l, const bq_flags_t *f)
     put(l, " repl_tls=%s", f->repl_plaintext ? "off" : "on");
     if (f->admin_listen) {
         put_value(l, "admin_listen", f->admin_listen);
-        put(l, " admin_tls=%s", bq_flags_admin_scope(f) == BQ_FLAGS_ADMIN_REMOTE ? "on" : "off");
+        /* With the TLS flags the admin API is TLS on loopback too (where it
+         * also answers plaintext GETs: "on+plain"). */
+        bool loop = bq_flags_admin_scope(f) == BQ_FLAGS_ADMIN_LOOPBACK;
+        bool tls = f->role != BQ_ROLE_SINGLE && !f->repl_plaintext;
+        put(l, " admin_tls=%s", !tls ? "off" : loop ? "on+plain" : "on");
     }
     put(l, " sync_standbys=%ld sync_fallback=%s failover_timeout_ms=%zu", f->sync_standbys,
         f->sync_fallback_async ? "async" : "refuse", f->failover_timeout_ms);

@@ -963,6 +963,15 @@ static void describe_cluster(void **state)
               "listen=*:11300 repl_listen=h1:7001 repl_tls=off admin_listen=127.0.0.1:9 "
               "admin_tls=off sync_standbys=1 sync_fallback=async failover_timeout_ms=1000 "
               "peers=n1@h1:7001,n2@h2:7002 binlog_dir=/d fsync=50ms max_job_size=65535");
+    /* With the TLS flags a loopback admin API is TLS too, plus plaintext GETs. */
+    char *tls_admin[] = {"--check-config", "--role=primary", "--peer", "n1=h1:7001", "--peer",
+                         "n2=h2:7002", "-b", "/d", "--node-id", "n1", "--tls-cert", "c.pem",
+                         "--tls-key", "k.pem", "--tls-ca", "ca.pem", "--admin-listen", "9"};
+    describes(ARGC(tls_admin), tls_admin,
+              "config=ok role=primary node_id=n1 cluster_id=beanstalkd-ha failover=manual "
+              "listen=*:11300 repl_listen=h1:7001 repl_tls=on admin_listen=127.0.0.1:9 "
+              "admin_tls=on+plain sync_standbys=1 sync_fallback=async failover_timeout_ms=1000 "
+              "peers=n1@h1:7001,n2@h2:7002 binlog_dir=/d fsync=50ms max_job_size=65535");
 }
 
 static void describe_too_small(void **state)
