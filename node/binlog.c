@@ -169,9 +169,15 @@ int bq_binlog_open(bq_binlog_t **out, uv_loop_t *loop, const bq_binlog_config_t 
     b->cfg = *cfg;
     b->fd = b->sync_fd = -1;
     b->dirty_since = -1;
+    b->fault_after = -1;
+#ifdef BQ_TEST_HOOKS /* not in Release builds (CMakeLists.txt) */
     const char *fault = getenv("BQ_FAULT_FALLOCATE_FAIL_AFTER");
-    b->fault_after = fault && *fault ? strtol(fault, NULL, 10) : -1;
+    if (fault && *fault)
+        b->fault_after = strtol(fault, NULL, 10);
     b->sync_log = getenv("BQ_TEST_SYNC_LOG");
+    if (b->fault_after >= 0 || b->sync_log)
+        bq_logm(BQ_LOG_WARN, "binlog test hooks are on (BQ_FAULT_*, BQ_TEST_*): tests only");
+#endif
     uv_timer_init(loop, &b->sync_timer);
     uv_timer_init(loop, &b->retry_timer);
     b->sync_timer.data = b->retry_timer.data = b->sync_work.data = b;
@@ -193,7 +199,7 @@ static seg_t load_meta(const char *path, uint64_t seq, uint64_t size)
     bq_segment_meta_t m;
     uint64_t start;
     char err[160];
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = bq_segment_open_file(path, O_RDONLY, 0);
     if (fd >= 0 && bq_segment_read_meta(fd, &m, &start, err, sizeof err) == 0) {
         sg.first_lsn = m.first_lsn;
         sg.epoch = m.epoch;
@@ -247,7 +253,7 @@ static int close_last(bq_binlog_t *b, uint64_t end)
     seg_t *sg = bq__binlog_current(b);
     char path[PATH_MAX];
     bq_segment_path(path, sizeof path, b->cfg.dir, sg->seq);
-    int fd = open(path, O_RDWR | O_CLOEXEC);
+    int fd = bq_segment_open_file(path, O_RDWR, 0);
     int r = fd < 0 ? -errno : 0;
     if (r == 0 && end > 0 && end < sg->size && ftruncate(fd, (off_t)end) != 0)
         r = -errno;

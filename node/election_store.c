@@ -18,6 +18,7 @@
 
 #include "proto/binlog.pb-c.h"
 #include "protocol/frame.h"
+#include "segment.h"
 
 #define PATH_BYTES 4096
 #define FILE_NAME "election"
@@ -146,7 +147,7 @@ static int write_all(int fd, const uint8_t *buf, size_t len)
  * set (the caller removes the file). */
 static int write_file(const char *path, const uint8_t *buf, size_t len)
 {
-    int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
+    int fd = bq_segment_open_file(path, O_CREAT | O_TRUNC | O_WRONLY, 0600);
     if (fd < 0)
         return -1;
     if (write_all(fd, buf, len) != 0 || fdatasync(fd) != 0) {
@@ -265,7 +266,7 @@ bq_estore_status_t bq_estore_load(const char *dir, bq_election_state_t *st)
      * is still whole. */
     if (unlink(tmp) != 0 && errno != ENOENT)
         return BQ_ESTORE_IO;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = bq_segment_open_file(path, O_RDONLY, 0);
     if (fd < 0)
         return errno == ENOENT ? BQ_ESTORE_ABSENT : BQ_ESTORE_IO;
     uint8_t *buf = malloc(FILE_MAX + 1);

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "election_store.h"
 #include "start_probe.h"
 #include "log.h"
@@ -43,6 +44,14 @@ struct bq_failover {
 static int64_t now_ns(void)
 {
     return (int64_t)uv_hrtime();
+}
+
+/* The election, its epoch ceiling brought up to the wall clock: every call
+ * that may see an epoch goes through here. */
+static bq_election_t *el(bq_failover_t *fo)
+{
+    bq_el_set_ceiling(&fo->el, bq_el_epoch_ceiling(bq_clock_now().wall / 1000000000));
+    return &fo->el;
 }
 
 /* The voter index of node id name, or -1. */
@@ -261,7 +270,7 @@ static bool apply(bq_failover_t *fo, unsigned eff)
 static void on_timer(uv_timer_t *t)
 {
     bq_failover_t *fo = t->data;
-    apply(fo, bq_el_tick(&fo->el, now_ns(), fo->h.mine(fo->h.arg)));
+    apply(fo, bq_el_tick(el(fo), now_ns(), fo->h.mine(fo->h.arg)));
 }
 
 /* Sets the timer to the election's next deadline. */
@@ -283,7 +292,7 @@ static void on_reply(void *arg, size_t peer, const Bq__Repl__VoteReply *r)
     bq_el_reply_t rep = {.epoch = r->epoch, .prevote = r->prevote, .granted = r->granted};
     bq_log(BQ_LOG_DEBUG, "election: answer", "voter=%s epoch=%" PRIu64 " prevote=%d granted=%d",
            fo->repl->peers[peer].name, r->epoch, r->prevote, r->granted);
-    apply(fo, bq_el_on_reply(&fo->el, now_ns(), peer, &rep, fo->h.mine(fo->h.arg)));
+    apply(fo, bq_el_on_reply(el(fo), now_ns(), peer, &rep, fo->h.mine(fo->h.arg)));
 }
 
 /* ---- set-up ---- */
@@ -321,11 +330,11 @@ int bq_failover_start(bq_failover_t **out, uv_loop_t *loop, const bq_flags_t *f,
     fo->probe.data = fo;
     if (plan->office) {
         bq_el_init(&fo->el, &ec, fo->st->epoch, (int)repl->npeers, seed, now);
-        eff = bq_el_take_office(&fo->el, now, log_epoch, plan->contact);
+        eff = bq_el_take_office(el(fo), now, log_epoch, plan->contact);
     } else if (plan->role == BQ_ROLE_PRIMARY) {
         /* The binlog opened log_epoch (above any epoch stored): take it. */
         bq_el_init(&fo->el, &ec, log_epoch - 1, -1, seed, now);
-        eff = bq_el_assume(&fo->el, now);
+        eff = bq_el_assume(el(fo), now);
     } else {
         uint64_t e = fo->st->epoch > log_epoch ? fo->st->epoch : log_epoch;
         bq_el_init(&fo->el, &ec, e, e == fo->st->epoch ? voter_of(repl, f->node_id,
@@ -374,7 +383,7 @@ void bq_failover_vote(bq_failover_t *fo, size_t peer, const Bq__Repl__VoteReques
                           .last = {.epoch = req->last_epoch, .lsn = req->last_lsn}};
     bq_el_reply_t rep;
     bq_el_pos_t mine = fo->h.mine(fo->h.arg);
-    unsigned eff = bq_el_on_request(&fo->el, now_ns(), peer, &rq, mine, &rep);
+    unsigned eff = bq_el_on_request(el(fo), now_ns(), peer, &rq, mine, &rep);
     if (!apply(fo, eff))
         rep.granted = false;
     reply->epoch = rep.epoch;
@@ -397,12 +406,12 @@ void bq_failover_vote(bq_failover_t *fo, size_t peer, const Bq__Repl__VoteReques
 
 void bq_failover_ack(bq_failover_t *fo, size_t peer, uint64_t epoch, int64_t echo)
 {
-    apply(fo, bq_el_on_ack(&fo->el, now_ns(), peer, epoch, echo));
+    apply(fo, bq_el_on_ack(el(fo), now_ns(), peer, epoch, echo));
 }
 
 void bq_failover_higher_epoch(bq_failover_t *fo, uint64_t epoch)
 {
-    apply(fo, bq_el_on_epoch(&fo->el, now_ns(), epoch));
+    apply(fo, bq_el_on_epoch(el(fo), now_ns(), epoch));
 }
 
 /* A witness stores a floor above the one it has before it acknowledges
@@ -424,7 +433,7 @@ bool bq_failover_heard(bq_failover_t *fo, size_t peer, uint64_t epoch,
                        const Bq__Repl__Heartbeat *hb)
 {
     bool accept = true;
-    unsigned eff = bq_el_on_primary(&fo->el, now_ns(), peer, epoch, &accept);
+    unsigned eff = bq_el_on_primary(el(fo), now_ns(), peer, epoch, &accept);
     if (accept && hb) {
         fo->hb_sync = hb->sync;
         fo->hb_commit = hb->commit_lsn;
@@ -474,7 +483,7 @@ int bq_failover_promote(bq_failover_t *fo, bool force, char *why, size_t whylen)
                    "node lacks are lost", "epoch=%" PRIu64, fo->el.epoch + 1);
             bq_metrics_count(BQ_COUNTER_FORCED_PROMOTIONS);
         }
-        return apply(fo, bq_el_assume(&fo->el, now)) ? 0 : -1;
+        return apply(fo, bq_el_assume(el(fo), now)) ? 0 : -1;
     }
     if (fo->el.cfg.nvoters == 2) {
         snprintf(why, whylen,
@@ -485,7 +494,7 @@ int bq_failover_promote(bq_failover_t *fo, bool force, char *why, size_t whylen)
                  fo->h.mine(fo->h.arg).lsn);
         return -1;
     }
-    return apply(fo, bq_el_campaign(&fo->el, now)) ? 0 : -1;
+    return apply(fo, bq_el_campaign(el(fo), now)) ? 0 : -1;
 }
 
 int bq_failover_handover(bq_failover_t *fo, size_t peer, uint64_t epoch, char *why,
@@ -495,7 +504,7 @@ int bq_failover_handover(bq_failover_t *fo, size_t peer, uint64_t epoch, char *w
         snprintf(why, whylen, "not the primary we follow, or another epoch");
         return -1;
     }
-    return apply(fo, bq_el_campaign(&fo->el, now_ns())) ? 0 : -1;
+    return apply(fo, bq_el_campaign(el(fo), now_ns())) ? 0 : -1;
 }
 
 void bq_failover_hand_over(bq_failover_t *fo)

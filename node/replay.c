@@ -93,7 +93,7 @@ static int seg_open(const char *dir, uint64_t seq, seg_t *s)
     s->seq = seq;
     s->clean = true;
     bq_segment_path(s->path, sizeof s->path, dir, seq);
-    s->fd = open(s->path, O_RDWR | O_CLOEXEC);
+    s->fd = bq_segment_open_file(s->path, O_RDWR, 0);
     if (s->fd >= 0 && seg_map(s) == 0)
         return 0;
     bq_log(BQ_LOG_ERROR, "cannot read binlog segment", "segment=\"%s\" err=\"%s\"", s->path,
@@ -142,7 +142,7 @@ static uint64_t lsn_ceiling(replay_t *r)
     for (size_t i = 0; !r->surveyed && i < r->nseqs; i++) {
         char path[PATH_BYTES], err[WHY_BYTES];
         bq_segment_path(path, sizeof path, r->dir, r->seqs[i]);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        int fd = bq_segment_open_file(path, O_RDONLY, 0);
         struct stat st;
         bq_segment_meta_t m;
         uint64_t ds;
@@ -265,7 +265,7 @@ static int copy_aside(const replay_t *r, const seg_t *s, size_t off, size_t end,
     int fd = -1, err = 0;
     if (named < 0)
         err = errno;
-    else if ((fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0)
+    else if ((fd = bq_segment_open_file(path, O_WRONLY | O_CREAT | O_EXCL, 0600)) < 0)
         err = errno;
     else if (write_all(fd, s->data + off, end - off) != 0 || fsync(fd) != 0)
         err = errno;

@@ -109,7 +109,7 @@ static int remove_tree(const char *path)
 /* Creates the empty file path and syncs it (not its directory). 0 or -errno. */
 static int create_marker(const char *path)
 {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int fd = bq_segment_open_file(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (fd < 0)
         return -errno;
     int rc = fsync(fd) == 0 ? 0 : -errno;

@@ -15,11 +15,39 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "proto/binlog.pb-c.h"
 
 #define SEGMENT_BASE "bqlog."
 #define BEANSTALKD_BASE "binlog."
 #define PATH_BYTES 4096
+
+/* ---- opening files of the data directory ---- */
+
+int bq_segment_open_file(const char *path, int flags, unsigned mode)
+{
+    int fd = open(path, flags | O_NOFOLLOW | O_CLOEXEC, (mode_t)mode);
+    struct stat st;
+    const char *why = NULL;
+    if (fd < 0)
+        return -1;
+    if (fstat(fd, &st) != 0)
+        why = "cannot stat it";
+    else if (!S_ISREG(st.st_mode))
+        why = "not a regular file";
+    else if (st.st_uid != geteuid())
+        why = "owned by another user";
+    else if (st.st_mode & (S_IWGRP | S_IWOTH))
+        why = "writable by its group or by others";
+    if (!why)
+        return fd;
+    int e = why[0] == 'n' ? EINVAL : EPERM;
+    bq_log(BQ_LOG_ERROR, "refusing a file of the data directory", "path=\"%s\" why=\"%s\"",
+           path, why);
+    close(fd);
+    errno = e;
+    return -1;
+}
 
 /* Explains why the lock is taken: by whom, if the system says. */
 static void locked_message(int fd, const char *dir, char *err, size_t errlen)
@@ -51,7 +79,7 @@ int bq_segment_lock_dir(const char *dir, char *err, size_t errlen)
         snprintf(err, errlen, "binlog directory %s: path too long", dir);
         return -1;
     }
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    int fd = bq_segment_open_file(path, O_RDWR | O_CREAT, 0600);
     if (fd < 0) {
         snprintf(err, errlen, "binlog directory %s: cannot open %s: %s", dir, path,
                  strerror(errno));
@@ -203,7 +231,7 @@ int bq_segment_create(const char *dir, const bq_segment_meta_t *meta, uint64_t s
         return -EFBIG;
     char path[PATH_BYTES];
     bq_segment_path(path, sizeof path, dir, meta->seq);
-    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    int fd = bq_segment_open_file(path, O_RDWR | O_CREAT | O_EXCL, 0600);
     if (fd < 0)
         return -errno;
     int rc = write_all(fd, prefix, plen);

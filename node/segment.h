@@ -24,6 +24,15 @@ typedef struct bq_segment_meta {
     bool checkpoint; /* it starts with a checkpoint (always, on a primary) */
 } bq_segment_meta_t;
 
+/* Opens a file of the data directory: never through a symlink
+ * (O_NOFOLLOW), and only a regular file owned by this process's user and
+ * writable by nobody else (another local user must not be able to make the
+ * node read or write a file of its choosing). flags as open(2) (O_CLOEXEC
+ * is added), mode for O_CREAT. The fd, or -1 with errno (ELOOP: a symlink;
+ * EPERM: another owner or writable by others; EINVAL: not a regular file);
+ * refusals other than ELOOP are logged. */
+int bq_segment_open_file(const char *path, int flags, unsigned mode);
+
 /* Takes DIR/lock with fcntl(F_SETLK) and keeps its fd open for the life of
  * the process. 0, or -1 with a message in err (another process holds it, or
  * the directory is missing or not writable). */

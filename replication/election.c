@@ -23,9 +23,24 @@ int bq_el_pos_cmp(bq_el_pos_t a, bq_el_pos_t b)
     return 0;
 }
 
+uint64_t bq_el_epoch_ceiling(int64_t wall_s)
+{
+    uint64_t secs = wall_s > BQ_EL_CEILING_EPOCH0 ? (uint64_t)(wall_s - BQ_EL_CEILING_EPOCH0) : 0;
+    uint64_t room = BQ_EPOCH_MAX - BQ_EL_CEILING_BASE;
+    return BQ_EL_CEILING_BASE + (secs > room / BQ_EL_CEILING_RATE ? room : secs * BQ_EL_CEILING_RATE);
+}
+
+void bq_el_set_ceiling(bq_election_t *e, uint64_t ceiling)
+{
+    if (ceiling > BQ_EPOCH_MAX)
+        ceiling = BQ_EPOCH_MAX;
+    if (ceiling > e->ceiling)
+        e->ceiling = ceiling;
+}
+
 bool bq_el_epoch_plausible(const bq_election_t *e, uint64_t epoch)
 {
-    return epoch <= BQ_EPOCH_MAX && (epoch <= e->epoch || epoch - e->epoch <= BQ_EL_MAX_JUMP);
+    return epoch <= e->ceiling;
 }
 
 static uint64_t next_rand(bq_election_t *e)
@@ -157,7 +172,7 @@ static unsigned start_election(bq_election_t *e, int64_t now)
 {
     unsigned eff = BQ_EL_PERSIST | BQ_EL_REQUEST;
 
-    if (e->epoch >= BQ_EPOCH_MAX)
+    if (e->epoch >= e->ceiling)
         return 0;
     e->epoch++;
     e->voted_for = (int)e->cfg.self;
@@ -177,7 +192,7 @@ static unsigned start_election(bq_election_t *e, int64_t now)
 
 static unsigned start_prevote(bq_election_t *e, int64_t now)
 {
-    if (e->epoch >= BQ_EPOCH_MAX) {
+    if (e->epoch >= e->ceiling) {
         rearm(e, now);
         return 0;
     }
@@ -198,6 +213,7 @@ void bq_el_init(bq_election_t *e, const bq_el_config_t *cfg, uint64_t epoch, int
         e->cfg.nvoters = BQ_EL_MAX_VOTERS;
     e->role = BQ_EL_FOLLOWER;
     e->epoch = epoch;
+    e->ceiling = BQ_EL_CEILING_BASE;
     e->voted_for = voted_for >= 0 && (size_t)voted_for < e->cfg.nvoters ? voted_for : -1;
     e->primary = -1;
     /* It may have acknowledged a primary just before it stopped. */
@@ -354,7 +370,7 @@ unsigned bq_el_assume(bq_election_t *e, int64_t now)
 {
     unsigned eff;
 
-    if (!e->cfg.can_lead || e->role == BQ_EL_PRIMARY || e->epoch >= BQ_EPOCH_MAX)
+    if (!e->cfg.can_lead || e->role == BQ_EL_PRIMARY || e->epoch >= e->ceiling)
         return 0;
     eff = start_election(e, now) & ~(unsigned)BQ_EL_REQUEST;
     if (e->role == BQ_EL_PRIMARY)

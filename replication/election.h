@@ -15,11 +15,16 @@
  *   that a majority, or the sync standbys, acknowledged.
  * - Seeing a higher epoch in any message makes a node a follower of that
  *   epoch with no vote given; messages of a lower epoch are stale. An epoch
- *   is believed only when it is at most BQ_EL_MAX_JUMP above ours and at
- *   most BQ_EPOCH_MAX: a message naming a larger one changes nothing and is
- *   refused (a peer cannot push the cluster to an epoch that wraps, or so
- *   high that no election can follow), and no node stands above
- *   BQ_EPOCH_MAX.
+ *   is believed only up to the ceiling (bq_el_epoch_ceiling: 2^32, plus a
+ *   thousand for every second since 2023-11-14 by the wall clock, never
+ *   above BQ_EPOCH_MAX): a message naming a higher one changes nothing and
+ *   is refused, and no node stands above it. Honest epochs grow by one per
+ *   election, far below it; a peer that pushes epochs as high as it allows
+ *   leaves room for elections, which the ceiling gains a thousand times a
+ *   second, and needs 10^8 years to bring the cluster near 2^62. (A bound
+ *   on the step one message may make instead would let a peer push one
+ *   node far ahead of the others, which could then never adopt its epoch:
+ *   tests/fuzz/fuzz_election.c found that.)
  * - PreVote: a follower that heard nothing from a primary for the timeout
  *   first asks whether it could win (epoch + 1, nothing stored); a voter
  *   says yes only when the candidate's log would get its vote and it has not
@@ -55,11 +60,11 @@
 #include <stdint.h>
 
 #define BQ_EL_MAX_VOTERS 8
-/* The most an epoch can rise from one message: elections raise it by one
- * (PreVote keeps a cut-off node from raising it at all), so a million is
- * far more than a node away for any real time can have missed, and 2^62
- * epochs take 4.6 * 10^12 such messages. */
-#define BQ_EL_MAX_JUMP UINT64_C(1000000)
+/* The epoch ceiling: BASE always, plus RATE a second of wall-clock time
+ * after EPOCH0 (Unix seconds). */
+#define BQ_EL_CEILING_BASE (UINT64_C(1) << 32)
+#define BQ_EL_CEILING_RATE UINT64_C(1000)
+#define BQ_EL_CEILING_EPOCH0 INT64_C(1700000000)
 
 /* A log position, compared epoch first, then LSN. */
 typedef struct bq_el_pos {
@@ -94,6 +99,8 @@ typedef struct bq_election {
     uint32_t granted;     /* voters (bit per index) that granted the current request */
     int64_t contact_at[BQ_EL_MAX_VOTERS]; /* primary: send time of the last echoed message */
     bq_el_pos_t floor;    /* never vote for a candidate below this */
+    uint64_t ceiling;     /* no epoch above this is believed or stood in (the
+                             caller keeps it up to date: bq_el_set_ceiling) */
     uint64_t rng;         /* xorshift64 state, never 0 */
 } bq_election_t;
 
@@ -124,8 +131,14 @@ enum {
 /* -1, 0 or 1 as a is below, equal to or above b. */
 int bq_el_pos_cmp(bq_el_pos_t a, bq_el_pos_t b);
 
-/* Whether epoch may be believed from a message: at most ours plus
- * BQ_EL_MAX_JUMP, and at most BQ_EPOCH_MAX. */
+/* The epoch ceiling at wall-clock time wall_s (Unix seconds). */
+uint64_t bq_el_epoch_ceiling(int64_t wall_s);
+
+/* Sets the ceiling (from bq_el_epoch_ceiling of the wall clock, before each
+ * call that may see an epoch); it never goes down. */
+void bq_el_set_ceiling(bq_election_t *e, uint64_t ceiling);
+
+/* Whether epoch may be believed from a message: at most the ceiling. */
 bool bq_el_epoch_plausible(const bq_election_t *e, uint64_t epoch);
 
 /* Starts e as a follower of the stored epoch and vote (-1: none), with no
@@ -174,12 +187,12 @@ void bq_el_raise_floor(bq_election_t *e, bq_el_pos_t pos);
 
 /* An operator asks this node to stand now, without PreVote: it becomes a
  * candidate of epoch + 1. Returns effects, 0 when it cannot lead, is the
- * primary already, or its epoch is BQ_EPOCH_MAX. */
+ * primary already, or its epoch is at the ceiling. */
 unsigned bq_el_campaign(bq_election_t *e, int64_t now);
 
 /* An operator makes this node primary of epoch + 1 without votes (forced, or
  * the only voter). Returns effects, 0 when it cannot lead, is the primary
- * already, or its epoch is BQ_EPOCH_MAX. */
+ * already, or its epoch is at the ceiling. */
 unsigned bq_el_assume(bq_election_t *e, int64_t now);
 
 /* The node restarted into the office it won: primary of epoch (which must

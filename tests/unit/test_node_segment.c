@@ -347,9 +347,62 @@ static void sync_dir(void **state)
     remove_dir(dir);
 }
 
+/* Files of the data directory are opened only when they are regular files
+ * of this user that nobody else may write: a symlink (to a file another
+ * user wants us to write), a file of another owner, a group- or
+ * world-writable file and a directory are refused; ours with 0600 or 0644
+ * is taken. */
+static void open_file_trusts_only_our_own(void **state)
+{
+    (void)state;
+    char *dir = make_dir();
+    char ok[512], link[512], loose[512], theirs[512], sub[512];
+    touch(dir, "bqlog.1", "x", 1);
+    snprintf(ok, sizeof ok, "%s/bqlog.1", dir);
+    int fd = bq_segment_open_file(ok, O_RDONLY, 0);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(chmod(ok, 0644), 0);
+    fd = bq_segment_open_file(ok, O_RDWR, 0);
+    assert_true(fd >= 0);
+    close(fd);
+    snprintf(link, sizeof link, "%s/bqlog.2", dir);
+    assert_int_equal(symlink(ok, link), 0);
+    assert_int_equal(bq_segment_open_file(link, O_RDONLY, 0), -1);
+    assert_int_equal(errno, ELOOP);
+    /* O_CREAT through a dangling symlink creates nothing either. */
+    char dangling[512], target[512];
+    snprintf(dangling, sizeof dangling, "%s/election", dir);
+    snprintf(target, sizeof target, "%s/elsewhere", dir);
+    assert_int_equal(symlink(target, dangling), 0);
+    assert_int_equal(bq_segment_open_file(dangling, O_WRONLY | O_CREAT, 0600), -1);
+    assert_int_equal(access(target, F_OK), -1);
+    touch(dir, "bqlog.3", "x", 1);
+    snprintf(loose, sizeof loose, "%s/bqlog.3", dir);
+    assert_int_equal(chmod(loose, 0620), 0);
+    assert_int_equal(bq_segment_open_file(loose, O_RDONLY, 0), -1);
+    assert_int_equal(errno, EPERM);
+    assert_int_equal(chmod(loose, 0602), 0);
+    assert_int_equal(bq_segment_open_file(loose, O_RDONLY, 0), -1);
+    assert_int_equal(errno, EPERM);
+    snprintf(sub, sizeof sub, "%s/bqlog.4", dir);
+    assert_int_equal(mkdir(sub, 0700), 0);
+    assert_int_equal(bq_segment_open_file(sub, O_RDONLY, 0), -1);
+    assert_int_equal(errno, EINVAL);
+    if (geteuid() == 0) { /* only root can give a file away */
+        touch(dir, "bqlog.5", "x", 1);
+        snprintf(theirs, sizeof theirs, "%s/bqlog.5", dir);
+        assert_int_equal(chown(theirs, 65534, 65534), 0);
+        assert_int_equal(bq_segment_open_file(theirs, O_RDONLY, 0), -1);
+        assert_int_equal(errno, EPERM);
+    }
+    remove_dir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(open_file_trusts_only_our_own),
         cmocka_unit_test(lock_held_by_other_process),
         cmocka_unit_test(lock_bad_directory),
         cmocka_unit_test(path_names),

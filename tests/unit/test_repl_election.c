@@ -662,50 +662,67 @@ static void test_below_floor_does_not_stand(void **state)
     assert_int_equal(bq_el_tick(&e, e.deadline, pos(2, 30)), BQ_EL_REQUEST);
 }
 
-/* Implausible epochs (a jump above BQ_EL_MAX_JUMP, or above BQ_EPOCH_MAX)
- * change nothing from any message; no node stands above BQ_EPOCH_MAX, so
- * epoch + 1 never wraps; a plausible jump is still adopted. */
-static void test_implausible_epochs_ignored(void **state)
+/* Epochs above the ceiling change nothing from any message, however far
+ * below BQ_EPOCH_MAX; any epoch up to it is believed (no step limit: honest
+ * nodes pushed apart must be able to adopt each other's epochs); the
+ * ceiling grows with the wall clock, never goes down, and no node stands
+ * at it, so epoch + 1 never wraps. */
+static void test_epoch_ceiling(void **state)
 {
     (void)state;
     bq_election_t e;
     bq_el_config_t c = config(3, 1, true, true);
     bool accept = true;
     unsigned eff = 0;
-    uint64_t huge = UINT64_MAX, far = 3 + BQ_EL_MAX_JUMP + 1; /* primary of epoch 3 */
+    uint64_t huge = UINT64_MAX, above = BQ_EL_CEILING_BASE + 1;
 
+    assert_true(bq_el_epoch_ceiling(0) == BQ_EL_CEILING_BASE);
+    assert_true(bq_el_epoch_ceiling(BQ_EL_CEILING_EPOCH0 + 10) ==
+                BQ_EL_CEILING_BASE + 10 * BQ_EL_CEILING_RATE);
+    assert_true(bq_el_epoch_ceiling(INT64_MAX) == BQ_EPOCH_MAX);
     make_primary(&e, 2, 10 * T);
+    assert_true(e.ceiling == BQ_EL_CEILING_BASE);
     assert_false(bq_el_epoch_plausible(&e, huge));
-    assert_false(bq_el_epoch_plausible(&e, far));
-    assert_true(bq_el_epoch_plausible(&e, 3 + BQ_EL_MAX_JUMP));
+    assert_false(bq_el_epoch_plausible(&e, above));
+    assert_true(bq_el_epoch_plausible(&e, BQ_EL_CEILING_BASE));
     assert_int_equal(bq_el_on_epoch(&e, 10 * T + 20, huge), 0);
-    assert_int_equal(bq_el_on_epoch(&e, 10 * T + 20, far), 0);
+    assert_int_equal(bq_el_on_epoch(&e, 10 * T + 20, above), 0);
     assert_int_equal(bq_el_on_ack(&e, 10 * T + 20, 1, huge, 10 * T + 20) & BQ_EL_STEP_DOWN, 0);
     bq_el_reply_t r = reply_of(huge, false, false);
     assert_int_equal(bq_el_on_reply(&e, 10 * T + 20, 1, &r, pos(3, 0)), 0);
     assert_false(ask(&e, 10 * T + 20, 1, huge, false, pos(huge, huge), pos(3, 0), &eff));
     assert_int_equal(eff, 0);
-    assert_false(ask(&e, 10 * T + 20, 1, far, true, pos(3, 9), pos(3, 0), &eff));
+    assert_false(ask(&e, 10 * T + 20, 1, above, true, pos(3, 9), pos(3, 0), &eff));
     assert_int_equal(e.epoch, 3);
     assert_int_equal(e.role, BQ_EL_PRIMARY);
-    /* A follower does not follow a primary of an implausible epoch. */
+    /* A follower does not follow a primary above the ceiling; any epoch up
+     * to it, however far above its own, it does. */
     bq_el_init(&e, &c, 5, -1, 1, 0);
     assert_int_equal(bq_el_on_primary(&e, 1, 0, huge, &accept), 0);
     assert_false(accept);
     assert_int_equal(e.epoch, 5);
-    eff = bq_el_on_primary(&e, 2, 0, 5 + BQ_EL_MAX_JUMP, &accept);
+    eff = bq_el_on_primary(&e, 2, 0, BQ_EL_CEILING_BASE - 7, &accept);
     assert_true(accept);
     assert_true(eff & BQ_EL_PERSIST);
-    assert_int_equal(e.epoch, 5 + BQ_EL_MAX_JUMP);
-    /* At BQ_EPOCH_MAX nobody stands, campaigns or assumes office. */
-    bq_el_init(&e, &c, BQ_EPOCH_MAX, -1, 1, 0);
-    assert_false(bq_el_epoch_plausible(&e, BQ_EPOCH_MAX + 1));
-    assert_int_equal(bq_el_tick(&e, e.deadline, pos(BQ_EPOCH_MAX, 1)), 0);
+    assert_true(e.epoch == BQ_EL_CEILING_BASE - 7);
+    /* The ceiling rises with time and never goes down. */
+    bq_el_set_ceiling(&e, above + 5);
+    assert_true(bq_el_epoch_plausible(&e, above));
+    bq_el_set_ceiling(&e, 9);
+    assert_true(e.ceiling == above + 5);
+    bq_el_set_ceiling(&e, huge);
+    assert_true(e.ceiling == BQ_EPOCH_MAX);
+    /* At the ceiling nobody stands, campaigns or assumes office. */
+    bq_el_init(&e, &c, BQ_EL_CEILING_BASE, -1, 1, 0);
+    assert_int_equal(bq_el_tick(&e, e.deadline, pos(1, 1)), 0);
     assert_int_equal(e.role, BQ_EL_FOLLOWER);
     assert_int_equal(bq_el_campaign(&e, 5), 0);
     assert_int_equal(bq_el_assume(&e, 5), 0);
-    assert_int_equal(e.epoch, BQ_EPOCH_MAX);
+    assert_true(e.epoch == BQ_EL_CEILING_BASE);
     assert_int_equal(e.role, BQ_EL_FOLLOWER);
+    bq_el_set_ceiling(&e, BQ_EL_CEILING_BASE + 1); /* a moment later */
+    assert_true(bq_el_campaign(&e, 6) & BQ_EL_REQUEST);
+    assert_true(e.epoch == BQ_EL_CEILING_BASE + 1);
 }
 
 static void test_bad_indices(void **state)
@@ -1218,7 +1235,7 @@ int main(void)
         cmocka_unit_test(test_manual_mode),
         cmocka_unit_test(test_single_voter),
         cmocka_unit_test(test_below_floor_does_not_stand),
-        cmocka_unit_test(test_implausible_epochs_ignored),
+        cmocka_unit_test(test_epoch_ceiling),
         cmocka_unit_test(test_bad_indices),
         cmocka_unit_test(test_take_office),
         cmocka_unit_test(test_on_epoch),
