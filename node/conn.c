@@ -73,6 +73,9 @@ typedef struct write_req {
     size_t bytes;
 } write_req_t;
 
+/* Clients (strangers) can cause these lines: at most one a second. */
+static bq_log_limit_t conn_warnings;
+
 /* One read buffer for every connection: read_cb consumes it before the next
  * alloc_cb, so an idle connection holds no read memory. */
 static char read_buf[READ_BUF_SIZE];
@@ -195,7 +198,8 @@ static void settle(bq_conn_t *c)
     if (c->closing)
         return;
     if (c->failed) {
-        bq_log(BQ_LOG_WARN, "out of memory; closing connection", "fd=%d", c->fd);
+        bq_log_limited(&conn_warnings, BQ_LOG_WARN, "out of memory; closing connection", "fd=%d",
+                       c->fd);
         close_conn(c);
         return;
     }
@@ -267,7 +271,8 @@ static void update_reading(bq_conn_t *c)
     if (want) {
         int r = uv_read_start(&c->h.stream, alloc_cb, on_read);
         if (r != 0) {
-            bq_log(BQ_LOG_WARN, "cannot read", "fd=%d err=\"%s\"", c->fd, uv_strerror(r));
+            bq_log_limited(&conn_warnings, BQ_LOG_WARN, "cannot read", "fd=%d err=\"%s\"", c->fd,
+                           uv_strerror(r));
             c->failed = true;
             schedule(c);
             return;
@@ -459,7 +464,8 @@ int bq_conn_open(bq_server_t *s, int fd)
 {
     bq_conn_t *c = calloc(1, sizeof *c);
     if (!c) {
-        bq_log(BQ_LOG_WARN, "out of memory; dropping new connection", "fd=%d", fd);
+        bq_log_limited(&conn_warnings, BQ_LOG_WARN, "out of memory; dropping new connection",
+                       "fd=%d", fd);
         close(fd);
         return -1;
     }
@@ -480,7 +486,8 @@ int bq_conn_open(bq_server_t *s, int fd)
     bq_outq_init(&c->out);
     r = s->listener.is_unix ? uv_pipe_open(&c->h.pipe, fd) : uv_tcp_open(&c->h.tcp, fd);
     if (r != 0) {
-        bq_log(BQ_LOG_WARN, "cannot open connection", "fd=%d err=\"%s\"", fd, uv_strerror(r));
+        bq_log_limited(&conn_warnings, BQ_LOG_WARN, "cannot open connection", "fd=%d err=\"%s\"",
+                       fd, uv_strerror(r));
         close(fd);
         close_conn(c);
         return -1;
@@ -490,7 +497,8 @@ int bq_conn_open(bq_server_t *s, int fd)
     bq_list_push(&s->conns, &c->all);
     c->session = bq_session_new(s->engine, c);
     if (!c->session) {
-        bq_log(BQ_LOG_WARN, "out of memory; dropping new connection", "fd=%d", fd);
+        bq_log_limited(&conn_warnings, BQ_LOG_WARN, "out of memory; dropping new connection",
+                       "fd=%d", fd);
         close_conn(c);
         return -1;
     }
