@@ -544,8 +544,7 @@ static void merge_keeps_both_and_refuses_conflicts(void **state)
 static void running_beanstalkd_is_refused(void **state)
 {
     ctx_t *c = *state;
-    if (!bqt_reference_available())
-        skip();
+    bqt_require(bqt_reference_available(), "Debian's beanstalkd (the reference server)");
     copy_fixture(c, "basic");
     const char *args[] = {"-b", c->src, NULL};
     assert_int_equal(bqt_server_start(&c->srv, bqt_reference_binary(), args), 0);
@@ -592,5 +591,5 @@ int main(void)
         cmocka_unit_test_setup_teardown(running_beanstalkd_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(bad_invocations, setup, teardown),
     };
-    return cmocka_run_group_tests_name("import", tests, NULL, NULL);
+    return bqt_exit(cmocka_run_group_tests_name("import", tests, NULL, NULL));
 }

@@ -772,3 +772,24 @@ void bqt_wait_log(const char *path, const char *who, const char *a, const char *
                  bqt_log_count(path, a, b), a, b ? " and \"" : "", b ? b : "", b ? "\"" : "",
                  ms, atleast);
 }
+
+/* ---- skips that show ---- */
+
+static bool g_skipped;
+
+void bqt_require(bool available, const char *what)
+{
+    const char *all = getenv("BQ_REQUIRE_ALL");
+    if (available)
+        return;
+    if (all && *all && strcmp(all, "0") != 0)
+        fail_msg("%s is missing, and BQ_REQUIRE_ALL is set (CI installs it)", what);
+    fprintf(stderr, "skipped: %s is missing\n", what);
+    g_skipped = true;
+    skip();
+}
+
+int bqt_exit(int failures)
+{
+    return failures ? failures : g_skipped ? BQT_SKIPPED : 0;
+}

@@ -129,4 +129,18 @@ void bqt_wait_log(const char *path, const char *who, const char *a, const char *
 /* Monotonic milliseconds, for measuring how long a reply took. */
 long long bqt_now_ms(void);
 
+/* The exit status ctest reads as "skipped" (SKIP_RETURN_CODE). */
+#define BQT_SKIPPED 77
+
+/* A test that needs what (a tool, the reference server, a descriptor
+ * limit) which is missing: with BQ_REQUIRE_ALL set (CI, which installs
+ * everything) the test fails saying so; otherwise it is skipped, said on
+ * stderr, and bqt_exit reports the executable as skipped. Call from a
+ * test's body (cmocka's skip() and fail_msg()). */
+void bqt_require(bool available, const char *what);
+
+/* main's return value: the failures cmocka counted, else BQT_SKIPPED when
+ * bqt_require skipped a test, else 0. */
+int bqt_exit(int failures);
+
 #endif

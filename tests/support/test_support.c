@@ -38,8 +38,7 @@ static int stop_server(void **state)
 
 static bqt_server_t *server_or_skip(void **state)
 {
-    if (!*state)
-        skip();
+    bqt_require(*state != NULL, "Debian's beanstalkd (the reference server)");
     return *state;
 }
 
@@ -153,5 +152,5 @@ int main(void)
         cmocka_unit_test(unix_socket_server_answers),
         cmocka_unit_test(free_port_is_bindable),
     };
-    return cmocka_run_group_tests(tests, start_reference, stop_server);
+    return bqt_exit(cmocka_run_group_tests(tests, start_reference, stop_server));
 }

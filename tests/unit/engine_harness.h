@@ -42,17 +42,6 @@
 #define H_S(n) ((int64_t)(n) * BQ_NS_PER_S)
 #define H_MS(n) ((int64_t)(n) * 1000000)
 
-/* Disables a test that shows a known bug of the library, unless the
- * environment variable BQ_RUN_KNOWN_BUGS is set (then the test runs, fails
- * and shows the bug). */
-#define BUG_SKIP(msg)                                                                              \
-    do {                                                                                           \
-        if (!getenv("BQ_RUN_KNOWN_BUGS")) {                                                        \
-            print_message("%s\n", msg);                                                            \
-            skip();                                                                                \
-        }                                                                                          \
-    } while (0)
-
 typedef struct harness harness_t;
 
 typedef struct h_conn {
