@@ -104,7 +104,9 @@ struct bq_admin {
     conn_t *conns;
     int nconns;
     bool stopping, listener_open, loopback;
-    bq_log_limit_t warn_limit, evict_limit;
+    /* One limit per kind of line, so that a flood of one kind (a stranger's
+     * failed handshakes) cannot hide another (a refused POST). */
+    bq_log_limit_t refused_post, tls_refused, conn_refused, evict_limit, accept_failed;
     char addr[80];
 };
 
@@ -533,7 +535,7 @@ static void handle_request(conn_t *c)
                                         q->path)
                 : NULL;
         if (refusal) {
-            bq_log_limited(&c->a->warn_limit, BQ_LOG_WARN, "admin request refused",
+            bq_log_limited(&c->a->refused_post, BQ_LOG_WARN, "admin request refused",
                            "path=\"%s\" client=%s why=\"%s\"", q->path, c->peer, refusal);
             send_text(c, 403, refusal, NULL, false, q->keep_alive);
         } else if (rt->post ? q->method == BQ_HTTP_POST
@@ -626,7 +628,7 @@ static int feed_tls(conn_t *c, size_t n)
     if (bq_tls_feed(c->tls, (const uint8_t *)c->rbuf, n) == 0)
         return flush_out(c);
     if (!established)
-        bq_log_limited(&c->a->warn_limit, BQ_LOG_INFO, "admin TLS client refused",
+        bq_log_limited(&c->a->tls_refused, BQ_LOG_INFO, "admin TLS client refused",
                        "client=%s err=\"%s\"", c->peer, bq_tls_error(c->tls));
     else
         bq_log(BQ_LOG_DEBUG, "admin TLS connection failed", "client=%s err=\"%s\"", c->peer,
@@ -696,7 +698,7 @@ static void refuse_conn(bq_admin_t *a, uv_stream_t *server)
     }
     uv_accept(server, (uv_stream_t *)t);
     uv_close((uv_handle_t *)t, free_handle);
-    bq_log_limited(&a->warn_limit, BQ_LOG_WARN, "admin connection refused",
+    bq_log_limited(&a->conn_refused, BQ_LOG_WARN, "admin connection refused",
                    "reason=\"more than %d connections\" addr=%s", MAX_CONNS, a->addr);
 }
 
@@ -748,7 +750,7 @@ static bool admit(bq_admin_t *a, conn_t *c)
         end_conn(v, false);
     }
     if (!d.admit) {
-        bq_log_limited(&a->warn_limit, BQ_LOG_WARN, "admin connection refused",
+        bq_log_limited(&a->conn_refused, BQ_LOG_WARN, "admin connection refused",
                        "client=%s reason=\"every connection is answering a request\"", c->peer);
         end_conn(c, false);
     }
@@ -801,14 +803,24 @@ static void open_conn(bq_admin_t *a, uv_stream_t *server)
     update_reading(c);
 }
 
+/* Connections not closing (closing ones still count in nconns until their
+ * handles are closed by the loop: an eviction frees its place at once). */
+static int open_conns(const bq_admin_t *a)
+{
+    int n = 0;
+    for (const conn_t *c = a->conns; c != NULL; c = c->next)
+        n += !c->closing;
+    return n;
+}
+
 static void on_connection(uv_stream_t *server, int status)
 {
     bq_admin_t *a = server->data;
     if (status < 0)
-        bq_log_limited(&a->warn_limit, BQ_LOG_WARN, "admin accept failed", "err=\"%s\"",
+        bq_log_limited(&a->accept_failed, BQ_LOG_WARN, "admin accept failed", "err=\"%s\"",
                        uv_strerror(status));
-    else if (a->nconns >= MAX_CONNS + 8) /* closing ones still count until their handles go */
-        refuse_conn(a, server);
+    else if (open_conns(a) >= MAX_CONNS + 8 || a->nconns >= 4 * MAX_CONNS)
+        refuse_conn(a, server); /* admission evicts first: only busy ones fill it */
     else
         open_conn(a, server);
 }

@@ -67,6 +67,7 @@ struct bq_feeder {
     bq_log_limit_t ack_clamped;   /* and one "acknowledged records it was never sent" */
     bq_log_limit_t evicted;       /* and one "pending connection evicted" */
     bq_log_limit_t closed;        /* and one "connection closed" of a stranger */
+    bq_log_limit_t unexpected;    /* and one "unexpected message" */
     uv_tcp_t listener;
     bool listening, closing;
     uv_timer_t beat, deadline;
@@ -377,7 +378,7 @@ static void on_message(bq_link_t *l, const Bq__Repl__Message *m, void *arg)
     else if (c->slot >= 0 && m->body_case == BQ__REPL__MESSAGE__BODY_ACK)
         on_ack(c, m->ack);
     else {
-        bq_log_limited(&c->f->closed, BQ_LOG_WARN, "replication: unexpected message; closing",
+        bq_log_limited(&c->f->unexpected, BQ_LOG_WARN, "replication: unexpected message; closing",
                        "peer=%s message=%s", bq_link_peer_addr(c->link), bq_wire_body_name(m));
         c->closed = true;
         bq_link_close(c->link, "unexpected message");
