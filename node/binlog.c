@@ -103,22 +103,6 @@ static int preallocate(bq_binlog_t *b, uint64_t size)
     return fault_now(b) ? -ENOSPC : bq_segment_preallocate(b->fd, size);
 }
 
-/* BQ_TEST_SYNC_LOG: appends "<seq> <offset> <lsn>" for a completed fsync
- * that synced more than the lines before said (a threadpool fsync can
- * complete after a rotation's fsync that covered more). */
-static void note_synced(bq_binlog_t *b, uint64_t seq, uint64_t off, uint64_t lsn)
-{
-    if (!b->sync_log || lsn <= b->noted_lsn)
-        return;
-    b->noted_lsn = lsn;
-    int fd = open(b->sync_log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-    if (fd >= 0) {
-        dprintf(fd, "%llu %llu %llu\n", (unsigned long long)seq, (unsigned long long)off,
-                (unsigned long long)lsn);
-        close(fd);
-    }
-}
-
 static void update_release(bq_binlog_t *b)
 {
     uint64_t r = bq_binlog_lsns_release(&b->lsns, b->cfg.sync);
@@ -174,9 +158,8 @@ int bq_binlog_open(bq_binlog_t **out, uv_loop_t *loop, const bq_binlog_config_t 
     const char *fault = getenv("BQ_FAULT_FALLOCATE_FAIL_AFTER");
     if (fault && *fault)
         b->fault_after = strtol(fault, NULL, 10);
-    b->sync_log = getenv("BQ_TEST_SYNC_LOG");
-    if (b->fault_after >= 0 || b->sync_log)
-        bq_logm(BQ_LOG_WARN, "binlog test hooks are on (BQ_FAULT_*, BQ_TEST_*): tests only");
+    if (b->fault_after >= 0)
+        bq_logm(BQ_LOG_WARN, "binlog test hooks are on (BQ_FAULT_*): tests only");
 #endif
     uv_timer_init(loop, &b->sync_timer);
     uv_timer_init(loop, &b->retry_timer);
@@ -620,7 +603,6 @@ static void on_synced(uv_work_t *req, int status)
         return;
     }
     bq_binlog_lsns_synced(&b->lsns, b->sync_lsn);
-    note_synced(b, b->sync_seq, b->sync_off, b->sync_lsn);
     recovered(b);
     update_release(b);
     if (b->lsns.written > b->lsns.synced) {
@@ -645,8 +627,6 @@ static void start_sync(bq_binlog_t *b)
     b->syncing = true;
     b->sync_again = false;
     b->sync_lsn = b->lsns.written;
-    b->sync_seq = bq__binlog_current(b)->seq;
-    b->sync_off = b->data_end;
     b->sync_fd = b->fd;
     b->dirty_since = -1;
     int r = uv_queue_work(b->loop, &b->sync_work, sync_work, on_synced);
@@ -696,12 +676,14 @@ uint64_t bq_binlog_release_lsn(const bq_binlog_t *b)
 
 /* ---- rotation ---- */
 
-/* Before a rotation (unless -F): fsyncs the current segment on the loop
- * thread, so no later segment can exist on disk while this one misses
- * frames (a gap replay would refuse). Rare: once per -s bytes. 0 or -1. */
+/* Before a rotation, in every mode (-F too): fsyncs the current segment on
+ * the loop thread, so no later segment can exist on disk while this one
+ * misses frames (a gap replay would refuse), and so that "synced" (which
+ * compaction trusts before removing a segment) never covers a finished
+ * segment that was not. Rare: once per -s bytes. 0 or -1. */
 int bq__binlog_sync_before_rotation(bq_binlog_t *b)
 {
-    if (b->cfg.sync == BQ_BINLOG_SYNC_NEVER || b->lsns.synced >= b->lsns.written)
+    if (b->lsns.synced >= b->lsns.written)
         return 0;
     int64_t ns;
     int res = timed_fdatasync(b->fd, &ns);
@@ -715,7 +697,6 @@ int bq__binlog_sync_before_rotation(bq_binlog_t *b)
     }
     bq_binlog_lsns_synced(&b->lsns, b->lsns.written);
     b->dirty_since = -1;
-    note_synced(b, bq__binlog_current(b)->seq, b->data_end, b->lsns.written);
     update_release(b);
     return 0;
 }
@@ -811,12 +792,20 @@ static bool migrate(bq_binlog_t *b, bq_now_t now)
     return old->jobs > 0;
 }
 
+bool bq__binlog_may_unlink_oldest(bq_binlog_t *b)
+{
+    seg_t *old = &b->segs[0];
+    if (old->gone_after == 0)
+        old->gone_after = b->lsns.written > old->moved_lsn ? b->lsns.written : old->moved_lsn;
+    if (b->lsns.synced >= old->gone_after)
+        return true;
+    start_sync(b);
+    return false;
+}
+
 /* Removes or migrates old segments; true when more work is left. */
 static bool compact(bq_binlog_t *b, bq_now_t now)
 {
-    /* A segment goes only once the records that moved its jobs out are as
-     * durable as -f makes anything (written, under -F). */
-    uint64_t durable = b->cfg.sync == BQ_BINLOG_SYNC_NEVER ? b->lsns.written : b->lsns.synced;
     for (;;) {
         uint64_t live = bq_engine_live_log_bytes(b->engine);
         uint64_t jobs = b->segs[0].jobs;
@@ -824,8 +813,8 @@ static bool compact(bq_binlog_t *b, bq_now_t now)
         case BQ_BINLOG_COMPACT_NONE:
             return false;
         case BQ_BINLOG_COMPACT_UNLINK:
-            if (b->segs[0].moved_lsn > durable)
-                return false; /* the next write or fsync brings us back */
+            if (!bq__binlog_may_unlink_oldest(b))
+                return false; /* the fsync's completion brings us back */
             bq__binlog_unlink_oldest(b);
             break;
         case BQ_BINLOG_COMPACT_MIGRATE:
@@ -887,8 +876,7 @@ void bq_binlog_free(bq_binlog_t *b)
         if (ftruncate(b->fd, (off_t)b->data_end) != 0 || fsync(b->fd) != 0)
             bq_log(BQ_LOG_ERROR, "cannot close the binlog segment", "err=\"%s\"", strerror(errno));
         else
-            note_synced(b, bq__binlog_current(b)->seq, b->data_end, b->lsns.written);
-        close(b->fd);
+                close(b->fd);
     }
     free(b->segs);
     free(b->batch);

@@ -17,6 +17,8 @@ typedef struct seg {
     uint64_t size;      /* bytes on disk (the preallocation of the current one) */
     uint64_t jobs;      /* live jobs whose latest full record is in it */
     uint64_t moved_lsn; /* the last record that took a job out of it */
+    uint64_t gone_after; /* compaction decided to remove it: everything written by
+                            then (0: not yet) must be fsynced before it goes */
 } seg_t;
 
 struct bq_binlog {
@@ -49,7 +51,7 @@ struct bq_binlog {
     int sync_res;         /* written by the worker: 0 or -errno */
     int64_t sync_ns;      /* written by the worker: how long the fdatasync took */
     bq_histogram_t fsync_hist; /* every fdatasync's duration (loop thread) */
-    uint64_t sync_lsn, sync_seq, sync_off;
+    uint64_t sync_lsn;
     int64_t dirty_since; /* loop ms of the first write no fsync covers; -1 if none */
     /* failures */
     uv_timer_t retry_timer;
@@ -68,8 +70,6 @@ struct bq_binlog {
     /* test seams */
     long fault_after; /* BQ_FAULT_FALLOCATE_FAIL_AFTER, -1 when unset */
     long fallocs;
-    const char *sync_log; /* BQ_TEST_SYNC_LOG */
-    uint64_t noted_lsn;   /* the last LSN written to it */
     bool stopping;
 };
 
@@ -99,6 +99,13 @@ void bq__binlog_retire(bq_binlog_t *b, int fd, uint64_t end, uint64_t prealloc);
 
 /* Removes the oldest segment file (and syncs the directory). */
 void bq__binlog_unlink_oldest(bq_binlog_t *b);
+
+/* Whether the oldest segment may be removed now: only once everything
+ * written when its removal was first decided is fsynced, whatever -f says
+ * (the records that moved its jobs out, and the newer segments' opening
+ * records, which restate the id reservation: after a power loss no id may
+ * be handed out twice). If not, starts that fsync. */
+bool bq__binlog_may_unlink_oldest(bq_binlog_t *b);
 
 /* bq_engine_each_job_file callback: counts a live job in its segment. */
 void bq__binlog_count_job(void *arg, uint32_t file);

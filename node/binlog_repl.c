@@ -95,7 +95,7 @@ static void follower_compact(bq_binlog_t *b)
         b->segs[i].jobs = 0;
     b->live_jobs = 0;
     bq_engine_each_job_file(b->engine, bq__binlog_count_job, b);
-    while (keep_from > 0 && b->segs[0].jobs == 0) {
+    while (keep_from > 0 && b->segs[0].jobs == 0 && bq__binlog_may_unlink_oldest(b)) {
         bq__binlog_unlink_oldest(b);
         keep_from--;
     }

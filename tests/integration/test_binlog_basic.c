@@ -1,8 +1,8 @@
 /* Integration tests of the binlog (-b) end to end, with real processes and
  * a binlog directory kept across restarts: beanstalkd's binlog tests
  * (testserv.c, reference section 4.2) adapted to our segment format,
- * restarts after SIGTERM and kill -9, a simulated power loss (the
- * BQ_TEST_SYNC_LOG seam says what was fsynced; the rest is zeroed), the
+ * restarts after SIGTERM and kill -9, a power loss simulated from below
+ * the server (tests/support/crashfs: what its system calls made durable), the
  * directory lock, beanstalkd files, a full disk (BQ_FAULT_FALLOCATE_FAIL_AFTER),
  * the -f timer and bounded growth under churn. Our binary only. */
 #include <dirent.h>
@@ -33,7 +33,7 @@
 typedef struct bl {
     char dir[64];     /* the binlog directory, kept across restarts */
     char log[96];     /* output of processes run to completion */
-    char synclog[96]; /* BQ_TEST_SYNC_LOG */
+    char crashfs[96]; /* crashfs's journal, outside dir */
     bqt_server_t srv;
     int fd;
 } bl_t;
@@ -48,7 +48,7 @@ static int bl_setup(void **state)
         return -1;
     }
     snprintf(t->log, sizeof t->log, "%s.out", t->dir);
-    snprintf(t->synclog, sizeof t->synclog, "%s.sync", t->dir);
+    snprintf(t->crashfs, sizeof t->crashfs, "%s.crashfs", t->dir);
     t->fd = -1;
     *state = t;
     return 0;
@@ -77,11 +77,10 @@ static int bl_teardown(void **state)
         close(t->fd);
     bqt_server_stop(&t->srv);
     unsetenv("BQ_FAULT_FALLOCATE_FAIL_AFTER");
-    unsetenv("BQ_TEST_SYNC_LOG");
     if (!getenv("BQT_KEEP_DIRS")) {
         remove_dir(t->dir);
+        remove_dir(t->crashfs);
         unlink(t->log);
-        unlink(t->synclog);
     }
     free(t);
     return 0;
@@ -400,66 +399,40 @@ static void acked_puts_survive_kill9_under_f0(void **state)
     expect_acked(t, acked);
 }
 
-/* Zeroes segment `name` of dir from offset off (0: from the end of its
- * prefix) to its end: what a power loss does to data never fsynced. */
-static void lose_unsynced(const char *dir, const char *name, long long off)
+/* Starts the server as bl_start does, under crashfs: its journal (in
+ * t->crashfs) records what the server's system calls made durable. */
+static void bl_start_crashfs(bl_t *t, const char *const *extra)
 {
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    int fd = open(path, O_RDWR);
-    assert_true(fd >= 0);
-    struct stat st;
-    assert_int_equal(fstat(fd, &st), 0);
-    if (off == 0) {
-        unsigned char hl[4];
-        assert_int_equal(pread(fd, hl, 4, 12), 4);
-        off = 20 + (hl[0] | hl[1] << 8 | hl[2] << 16 | (long long)hl[3] << 24);
-    }
-    static char zeros[65536];
-    for (long long p = off; p < st.st_size; p += (long long)sizeof zeros) {
-        size_t n =
-            st.st_size - p < (long long)sizeof zeros ? (size_t)(st.st_size - p) : sizeof zeros;
-        assert_int_equal(pwrite(fd, zeros, n, p), (ssize_t)n);
-    }
-    close(fd);
+    setenv("LD_PRELOAD", BQ_CRASHFS_PRELOAD, 1);
+    setenv("CRASHFS_ROOT", t->dir, 1);
+    setenv("CRASHFS_STATE", t->crashfs, 1);
+    bl_start(t, extra);
+    unsetenv("LD_PRELOAD");
+    unsetenv("CRASHFS_ROOT");
+    unsetenv("CRASHFS_STATE");
 }
 
-/* Applies the last line of the sync log (its LSNs only grow) to the
- * segments: the synced one keeps its synced bytes, later ones keep only
- * their prefix. */
-static void simulate_power_loss(bl_t *t)
+/* Runs crashfs-powerloss on t->dir (dry: only reports, else rewrites the
+ * directory to what a power loss leaves, with a torn write chosen by a
+ * fixed seed): the dropped_bytes= of its report, or -1. */
+static long long powerloss(bl_t *t, bool dry)
 {
-    unsigned long long seq = 0, off = 0, lsn = 0, q, o, l, prev = 0;
-    for (const char *p = read_text(t->synclog); p && *p; p = strchr(p, '\n')) {
-        p += *p == '\n';
-        if (sscanf(p, "%llu %llu %llu", &q, &o, &l) != 3)
-            continue;
-        assert_true(l > prev);
-        prev = l;
-        seq = q, off = o, lsn = l;
-    }
-    assert_true(lsn > 0);
-    char name[64];
-    snprintf(name, sizeof name, "bqlog.%llu", seq);
-    lose_unsynced(t->dir, name, (long long)off);
-    for (unsigned long long s = seq + 1;; s++) {
-        snprintf(name, sizeof name, "bqlog.%llu", s);
-        if (file_size(t->dir, name) < 0)
-            break;
-        lose_unsynced(t->dir, name, 0);
-    }
+    const char *args[] = {"--seed", "7", "--tear", "random", dry ? "--dry-run" : t->dir,
+                          dry ? t->dir : t->crashfs, dry ? t->crashfs : NULL, NULL};
+    if (bqt_run_to_exit(BQ_CRASHFS_TOOL, args, t->log, EXIT_DEADLINE_MS) != 0)
+        return -1;
+    const char *out = read_text(t->log), *d = out ? strstr(out, "dropped_bytes=") : NULL;
+    return d ? atoll(d + strlen("dropped_bytes=")) : -1;
 }
 
 static void power_loss_keeps_acked_puts_under_f0(void **state)
 {
     bl_t *t = *state;
     static unsigned long long acked[CRASH_CONNS][CRASH_PUTS];
-    setenv("BQ_TEST_SYNC_LOG", t->synclog, 1);
-    bl_start(t, (const char *[]){"-f", "0", NULL});
-    unsetenv("BQ_TEST_SYNC_LOG");
+    bl_start_crashfs(t, (const char *[]){"-f", "0", NULL});
     puts_then_crash(t, acked);
     close(t->fd);
-    simulate_power_loss(t);
+    assert_true(powerloss(t, false) >= 0);
     bl_start(t, NULL);
     expect_acked(t, acked);
 }
@@ -564,38 +537,27 @@ static void disk_full_refuses_puts_keeps_deletes(void **state)
     assert_true(put(t->fd, "0 0 100", "x") > last);
 }
 
-typedef struct synced_wait {
-    const char *path;
-    unsigned long long lsn;
-} synced_wait_t;
-
-/* True once the sync log shows an fsync covering w->lsn. */
-static bool synced_up_to(void *arg)
+/* True once crashfs sees nothing written that a power loss would drop. */
+static bool all_durable(void *arg)
 {
-    const synced_wait_t *w = arg;
-    unsigned long long seq, off, lsn;
-    for (const char *p = read_text(w->path); p && *p; p = strchr(p, '\n')) {
-        p += *p == '\n';
-        if (sscanf(p, "%llu %llu %llu", &seq, &off, &lsn) == 3 && lsn >= w->lsn)
-            return true;
-    }
-    return false;
+    return powerloss(arg, true) == 0;
 }
 
-/* -f MS is a true bound: the timer syncs a change with no later traffic.
- * In a fresh directory, LSNs count the records written. */
+/* -f MS is a true bound: the timer syncs a change with no later traffic
+ * (as crashfs sees the system calls, not as the server tells). */
 static void fsync_timer_needs_no_more_traffic(void **state)
 {
     bl_t *t = *state;
-    setenv("BQ_TEST_SYNC_LOG", t->synclog, 1);
-    bl_start(t, (const char *[]){"-f", "200", NULL});
-    unsetenv("BQ_TEST_SYNC_LOG");
+    bl_start_crashfs(t, (const char *[]){"-f", "200", NULL});
     put(t->fd, "0 0 100", "x");
-    synced_wait_t w = {t->synclog, (unsigned long long)stat_of(t->fd, "binlog-records-written")};
-    assert_true(bqt_wait_until(synced_up_to, &w, 5000));
+    assert_true(bqt_wait_until(all_durable, t, 5000));
     put(t->fd, "0 0 100", "y");
-    w.lsn = (unsigned long long)stat_of(t->fd, "binlog-records-written");
-    assert_true(bqt_wait_until(synced_up_to, &w, 5000));
+    assert_true(bqt_wait_until(all_durable, t, 5000));
+    bl_kill(t);
+    close(t->fd);
+    assert_int_equal(powerloss(t, false), 0);
+    bl_start(t, NULL);
+    cmd(t->fd, "peek 2\r\n", "FOUND 2 1\r\ny\r\n");
 }
 
 typedef struct compacted {
