@@ -187,6 +187,9 @@ typedef struct buf {
 } buf_t;
 
 static bool active;
+/* CRASHFS_SYNC_DELAY_US (< 1 s): every file sync takes that much longer,
+ * as on a slow disk, so that whatever waits for one waits visibly. */
+static struct timespec sync_delay;
 static char root[PATH_MAX];
 static size_t rootlen;
 static dev_t root_dev;
@@ -720,6 +723,8 @@ static int sync_file(int fd, inode_t *in, int (*realfn)(int), uint64_t t0)
     if (rc == 0)
         rc = realfn(fd);
     int e = errno;
+    if (rc == 0 && sync_delay.tv_nsec) /* a slow disk: the data is not durable before */
+        nanosleep(&sync_delay, NULL);
     if (rc == 0) {
         data_times(&rec, t0, now_ns());
         journal_append(&rec, CFS_DATA);
@@ -2118,6 +2123,9 @@ __attribute__((constructor)) static void crashfs_init(void)
         die("CRASHFS_ROOT=/ is not supported");
     root_dev = st.st_dev;
     root_ino = st.st_ino;
+    const char *delay = getenv("CRASHFS_SYNC_DELAY_US");
+    if (delay && *delay)
+        sync_delay.tv_nsec = (strtol(delay, NULL, 10) % 1000000) * 1000;
     const char *s = getenv("CRASHFS_STATE");
     if (s && *s)
         snprintf(state, sizeof state, "%s", s);
