@@ -55,14 +55,18 @@ typedef struct sample {
     Bq__Repl__Frames frames;
     Bq__Repl__Ack ack;
     Bq__Repl__Heartbeat heartbeat;
+    Bq__Repl__VoteRequest vote_request;
+    Bq__Repl__VoteReply vote_reply;
+    Bq__Repl__Promote promote;
 } sample_t;
 
-#define N_TYPES 7
-static const char *const type_names[N_TYPES] = {"hello", "welcome", "refuse",   "segment",
-                                                "frames", "ack",    "heartbeat"};
+#define N_TYPES 10
+static const char *const type_names[N_TYPES] = {
+    "hello", "welcome",   "refuse",       "segment",    "frames",
+    "ack",   "heartbeat", "vote request", "vote reply", "promote"};
 static uint8_t frames_data[] = "\x18\0\0\0 pretend binlog frame bytes \0\xff";
 
-/* Makes s a message of body case `type` (1..7), its fields all set. */
+/* Makes s a message of body case `type` (1..N_TYPES), its fields all set. */
 static Bq__Repl__Message *sample(sample_t *s, int type)
 {
     *s = (sample_t){.msg = BQ__REPL__MESSAGE__INIT,
@@ -72,7 +76,10 @@ static Bq__Repl__Message *sample(sample_t *s, int type)
                     .segment = BQ__REPL__SEGMENT_START__INIT,
                     .frames = BQ__REPL__FRAMES__INIT,
                     .ack = BQ__REPL__ACK__INIT,
-                    .heartbeat = BQ__REPL__HEARTBEAT__INIT};
+                    .heartbeat = BQ__REPL__HEARTBEAT__INIT,
+                    .vote_request = BQ__REPL__VOTE_REQUEST__INIT,
+                    .vote_reply = BQ__REPL__VOTE_REPLY__INIT,
+                    .promote = BQ__REPL__PROMOTE__INIT};
     s->msg.body_case = (Bq__Repl__Message__BodyCase)type;
     switch (type) {
     case BQ__REPL__MESSAGE__BODY_HELLO:
@@ -81,6 +88,8 @@ static Bq__Repl__Message *sample(sample_t *s, int type)
         s->hello.node_id = "node-2";
         s->hello.last_epoch = UINT64_MAX;
         s->hello.last_lsn = 123456789;
+        s->hello.witness = true;
+        s->hello.epoch = 12;
         s->msg.hello = &s->hello;
         break;
     case BQ__REPL__MESSAGE__BODY_WELCOME:
@@ -114,13 +123,43 @@ static Bq__Repl__Message *sample(sample_t *s, int type)
         s->ack.flushed_lsn = 9;
         s->ack.applied_lsn = 8;
         s->ack.wall = INT64_MIN;
+        s->ack.epoch = 7;
+        s->ack.echo = 31;
+        s->ack.floor_epoch = 6;
+        s->ack.floor_lsn = 800;
         s->msg.ack = &s->ack;
+        break;
+    case BQ__REPL__MESSAGE__BODY_VOTE_REQUEST:
+        s->vote_request.version = 1;
+        s->vote_request.cluster_id = "cluster-a";
+        s->vote_request.node_id = "node-3";
+        s->vote_request.epoch = 8;
+        s->vote_request.prevote = true;
+        s->vote_request.last_epoch = 7;
+        s->vote_request.last_lsn = 900;
+        s->msg.vote_request = &s->vote_request;
+        break;
+    case BQ__REPL__MESSAGE__BODY_VOTE_REPLY:
+        s->vote_reply.node_id = "node-2";
+        s->vote_reply.epoch = 8;
+        s->vote_reply.prevote = true;
+        s->vote_reply.granted = true;
+        s->vote_reply.primary = "node-1";
+        s->msg.vote_reply = &s->vote_reply;
+        break;
+    case BQ__REPL__MESSAGE__BODY_PROMOTE:
+        s->promote.epoch = 9;
+        s->promote.from = "node-1";
+        s->msg.promote = &s->promote;
         break;
     default:
         s->heartbeat.epoch = 7;
         s->heartbeat.last_lsn = 900;
         s->heartbeat.commit_lsn = 899;
         s->heartbeat.wall = INT64_MAX;
+        s->heartbeat.sent = 31;
+        s->heartbeat.sync = true;
+        s->heartbeat.floor_lsn = 850;
         s->msg.heartbeat = &s->heartbeat;
         break;
     }
@@ -783,6 +822,8 @@ static void write_seeds(void **state)
         seed_add(buf, &at, sample(&s, t));
         char name[32];
         snprintf(name, sizeof name, "%s.wire", type_names[t - 1]);
+        for (char *sp = strchr(name, ' '); sp; sp = strchr(sp, ' '))
+            *sp = '-'; /* "vote request" -> vote-request.wire */
         seed_save(dir, name, buf, at);
     }
     size_t at = 0;
