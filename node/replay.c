@@ -30,6 +30,7 @@
 #define NONE SIZE_MAX
 /* The smallest possible frame: its header and one payload byte. */
 #define MIN_FRAME (BQ_FRAME_HEADER + 1)
+#define SECTOR 512 /* the unit a disk writes whole or not at all */
 #define SKIP_HINT                                                                                  \
     "check the disk; --binlog-skip-corrupt skips the damage, but jobs may be lost and deleted "    \
     "jobs may come back"
@@ -342,6 +343,24 @@ static int skip_damage(replay_t *r, seg_t *s, size_t off, size_t next, const cha
     return 0;
 }
 
+/* Whether the damage at s->data[off], where a frame should start, up to
+ * the next valid frame at end, shows a block the page cache never wrote
+ * back: a whole sector-aligned 512-byte sector of zeros (segments are
+ * preallocated, so unwritten blocks read as zeros), or zeros from off to
+ * the end of its sector (the sector as the last fsync left it, when that
+ * fsync ended inside it). */
+static bool unwritten_sector_in(const seg_t *s, size_t off, size_t end)
+{
+    static const uint8_t zero[SECTOR];
+    size_t first = (off + SECTOR - 1) / SECTOR * SECTOR;
+    if (first > off && first <= end && memcmp(s->data + off, zero, first - off) == 0)
+        return true;
+    for (size_t p = first; p + SECTOR <= end; p += SECTOR)
+        if (memcmp(s->data + p, zero, SECTOR) == 0)
+            return true;
+    return false;
+}
+
 /* Deals with damage at s->data[off] (replay.h): sets *next to where replay
  * goes on in s (s->size when nothing more of s can be used). 0, or -1 when
  * start-up must stop. */
@@ -350,6 +369,18 @@ static int damage(replay_t *r, seg_t *s, size_t off, const char *why, size_t *ne
     size_t valid = next_valid(s, off + 1, r->last + 1, lsn_ceiling(r));
     if (valid == NONE && later_empty(r)) {
         int rc = cut_tail(r, s, off, why);
+        *next = s->size;
+        return rc;
+    }
+    /* In the last segment, a hole of unwritten sectors followed by valid
+     * frames is what a power loss leaves when the page cache wrote the
+     * unsynced tail back out of order: every frame after the hole is
+     * unsynced too (an fsync covering it would have covered the hole), so
+     * nothing there was promised beyond what -f allows; it is a torn tail. */
+    if (valid != NONE && later_empty(r) && unwritten_sector_in(s, off, valid)) {
+        char what[WHY_BYTES + 64];
+        snprintf(what, sizeof what, "%s; unwritten sectors, then frames never synced", why);
+        int rc = cut_tail(r, s, off, what);
         *next = s->size;
         return rc;
     }

@@ -1023,6 +1023,91 @@ static void replay_bit_flips_in_middle_frame(void **state)
     remove_dir(dir);
 }
 
+/* A power loss with writeback out of order: in the last segment, a whole
+ * sector of zeros inside a frame, valid frames after it. Nothing after the
+ * hole was synced, so it is a torn tail: cut off (its bytes copied aside),
+ * and start-up goes on. The same hole with data in a later segment, or
+ * damage without a zero sector (bit rot), still stops start-up. */
+static void replay_unwritten_sectors_in_last_segment(void **state)
+{
+    (void)state;
+    char *dir = make_dir();
+    harness_t *h = h_new_logged(0);
+    int c = h_open(h);
+    char body[1601];
+    for (int i = 1; i <= 6; i++) {
+        memset(body, 'a' + i, 1600);
+        body[1600] = '\0';
+        put_body(h, c, 1, 0, body);
+    }
+    h_close(h, c);
+    layout_t lay;
+    write_log(dir, h, &lay);
+    image_t im = read_image(seg_path(dir, 1));
+    size_t m = 3, x = lay.off[m], flen = lay.len[m];
+    size_t hole = (x + 511) / 512 * 512 + 512; /* a whole sector inside frame m */
+    assert_true(hole + 512 <= x + flen);
+    uint8_t *copy = malloc(im.len);
+    assert_non_null(copy);
+    memcpy(copy, im.data, im.len);
+    memset(copy + hole, 0, 512);
+    write_image(seg_path(dir, 1), copy, im.len, 0);
+    harness_t *want = first_records(h, m);
+    replay_matches(dir, want, m, 1);
+    expect_log("level=warn", "torn binlog tail cut off", at_offset(x), "unwritten sectors");
+    image_t damaged = {copy, im.len};
+    expect_cut(dir, &damaged, x);
+
+    /* zeros from where a frame should start to the end of its sector (the
+     * sector as an fsync ending inside it left it): a torn tail too */
+    clear_dir(dir);
+    memcpy(copy, im.data, im.len);
+    size_t first = (x + 511) / 512 * 512;
+    assert_true(first > x);
+    memset(copy + x, 0, first - x);
+    write_image(seg_path(dir, 1), copy, im.len, 0);
+    replay_matches(dir, want, m, 1);
+    expect_log("level=warn", "torn binlog tail cut off", at_offset(x), "unwritten sectors");
+    expect_cut(dir, &damaged, x);
+
+    /* a zero run that is not a whole aligned sector: damage in the middle */
+    clear_dir(dir);
+    memcpy(copy, im.data, im.len);
+    memset(copy + hole + 1, 0, 510);
+    write_image(seg_path(dir, 1), copy, im.len, 0);
+    h_done(replay(dir, h, false, -1, NULL));
+    expect_log("level=error", "not starting", at_offset(x), "valid frames follow");
+
+    /* the hole in an earlier segment, data after it in a later one */
+    clear_dir(dir);
+    h_done(want);
+    want = h_new_logged(0);
+    c = h_open(want);
+    want->log->file = 1;
+    for (int i = 1; i <= 4; i++) {
+        memset(body, 'a' + i, 1600);
+        put_body(want, c, 1, 0, body);
+    }
+    want->log->file = 2;
+    put_body(want, c, 1, 0, "later");
+    h_close(want, c);
+    write_log(dir, want, &lay);
+    image_t im1 = read_image(seg_path(dir, 1));
+    x = lay.off[m];
+    hole = (x + 511) / 512 * 512 + 512;
+    memset(im1.data + hole, 0, 512);
+    write_image(seg_path(dir, 1), im1.data, im1.len, 0);
+    h_done(replay(dir, want, false, -1, NULL));
+    expect_log("level=error", "not starting", at_offset(x));
+
+    free(im1.data);
+    free(copy);
+    free(im.data);
+    h_done(want);
+    h_done(h);
+    remove_dir(dir);
+}
+
 static void replay_damage_in_earlier_segment(void **state)
 {
     (void)state;
@@ -1316,6 +1401,7 @@ int main(void)
         cmocka_unit_test(replay_torn_tail_before_empty_segment),
         cmocka_unit_test(replay_copy_aside_never_overwrites),
         cmocka_unit_test(replay_bit_flips_in_middle_frame),
+        cmocka_unit_test(replay_unwritten_sectors_in_last_segment),
         cmocka_unit_test(replay_damage_in_earlier_segment),
         cmocka_unit_test(replay_refused_record_with_valid_checksum),
         cmocka_unit_test(replay_damaged_prefix_of_last_empty_segment),
