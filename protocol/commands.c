@@ -203,6 +203,12 @@ static void cmd_kick(bq_engine_t *e, bq_client_t *c, const bq_cmd_t *cmd, bq_now
         kick_one(e, bq_heap_top(from), now);
         i++;
     }
+    /* None kicked although some wait: the log refused (a full disk, writes
+     * refused), which KICKED 0 would hide as "nothing to kick". */
+    if (i == 0 && cmd->count > 0 && from->len) {
+        BQ_SEND(e, c, "OUT_OF_MEMORY\r\n");
+        return;
+    }
     bq__sendf(e, c, "KICKED %" PRIu32 "\r\n", i);
 }
 
