@@ -244,7 +244,7 @@ static void paused_primary_is_fenced(void **state)
     int fd = bqw_client(s->w, p);
     size_t standby_starts = bqc_log_count(s->c, p, "cluster start", "role=standby");
     until_t resume = {bqt_now_ms() + 3 * FAILOVER_TIMEOUT_MS};
-    bqh_mark(bqw_history(s->w), "SIGSTOP of the primary %s", name_of(s, p));
+    bqh_fault(bqw_history(s->w), "SIGSTOP of the primary %s", name_of(s, p));
     bqt_server_signal(&s->c->node[p].srv, SIGSTOP);
     size_t q = bqw_wait_primary(s->w, (int)p, &v1);
     assert_true(q != p && v1.epoch > v0.epoch);
@@ -319,7 +319,7 @@ static void partitioned_primary_steps_aside(void **state)
     size_t p = bqw_wait_primary(s->w, -1, &v0);
     int fd = bqw_client(s->w, p);
     size_t standby_starts = bqc_log_count(s->c, p, "cluster start", "role=standby");
-    bqh_mark(bqw_history(s->w), "links of the primary %s dropped", name_of(s, p));
+    bqh_fault(bqw_history(s->w), "links of the primary %s dropped", name_of(s, p));
     cut_links(s, p, BQT_PROXY_DROP);
     bqc_wait_log(s->c, p, "fenced: no majority", NULL, 1, BQC_WAIT_MS);
     bqh_outcome_t out = bqw_put(s->w, fd, HELD_MS, &id, err, sizeof err);
@@ -685,7 +685,7 @@ static bqa_conn_t *switchover_send(suite_t *s, size_t p, size_t target)
     bqa_conn_t *a = bqc_admin_post(s->c, p, path);
     if (!a)
         fail_msg("cannot send %s to the admin API of %s", path, name_of(s, p));
-    bqh_mark(bqw_history(s->w), "%s sent to %s", path, name_of(s, p));
+    bqh_fault(bqw_history(s->w), "%s sent to %s", path, name_of(s, p));
     return a;
 }
 
@@ -859,17 +859,19 @@ static void random_fault_rounds(void **state)
     start_all(s);
     whole.q = bqw_wait_primary(s->w, -1, &whole.after);
     wait_whole(s, &whole);
+    bqw_mix(s->w, true); /* half the workers: bury, release, kick... one at a time */
     bqw_start(s->w);
     for (long r = 0; r < rounds; r++) {
         const round_t *last = r ? &rd[r - 1] : &whole;
         long long t0 = bqt_now_ms();
         plan_round(&pl, &rd[r], last);
-        bqh_mark(bqw_history(s->w), "round %ld: %s, primary %s, standby %s, %lld ms", r + 1,
-                 fault_name[rd[r].kind], name_of(s, rd[r].p), name_of(s, rd[r].other),
-                 rd[r].hold_ms);
+        bqh_fault(bqw_history(s->w), "round %ld: %s, primary %s, standby %s, %lld ms", r + 1,
+                  fault_name[rd[r].kind], name_of(s, rd[r].p), name_of(s, rd[r].other),
+                  rd[r].hold_ms);
         print_round_start(r, rounds, &rd[r]);
         fault_run[rd[r].kind](s, &rd[r]);
         wait_whole(s, &rd[r]);
+        bqh_settled(bqw_history(s->w), "round %ld: the cluster is whole", r + 1);
         rd[r].round_ms = bqt_now_ms() - t0;
         print_round_end(&rd[r]);
     }

@@ -261,8 +261,8 @@ static void site_power_loss_primary_gone(void **state)
         size_t p = start_cluster(s, false);
         bqw_start(s->w);
         traffic(s);
-        bqh_mark(bqw_history(s->w), "round %d: the site loses power; %s never comes back", r,
-                 name_of(s, p));
+        bqh_fault(bqw_history(s->w), "round %d: the site loses power; %s never comes back", r,
+                  name_of(s, p));
         site_down(s, 7u);
         for (size_t i = 0; i < 3; i++)
             if (i != p)
@@ -295,7 +295,7 @@ static void primary_power_loss(void **state)
     size_t p = start_cluster(s, false);
     bqw_start(s->w);
     traffic(s);
-    bqh_mark(bqw_history(s->w), "the primary %s loses power", name_of(s, p));
+    bqh_fault(bqw_history(s->w), "the primary %s loses power", name_of(s, p));
     site_down(s, 1u << p);
     size_t q = bqw_wait_primary(s->w, (int)p, &v);
     node_up(s, p);
@@ -314,13 +314,13 @@ static void witness_standby_then_primary_power_loss(void **state)
     size_t p = start_cluster(s, true), b = p == 0 ? 1 : 0;
     bqw_start(s->w);
     traffic(s);
-    bqh_mark(bqw_history(s->w), "the standby %s loses power", name_of(s, b));
+    bqh_fault(bqw_history(s->w), "the standby %s loses power", name_of(s, b));
     site_down(s, 1u << b);
     bqw_wait_acks(s->w, AFTER_ACKS);
     node_up(s, b);
     bqw_wait_streaming(s->w, b, true);
     traffic(s);
-    bqh_mark(bqw_history(s->w), "the primary %s loses power", name_of(s, p));
+    bqh_fault(bqw_history(s->w), "the primary %s loses power", name_of(s, p));
     site_down(s, 1u << p);
     assert_int_equal(bqw_wait_primary(s->w, (int)p, &v), b);
     node_up(s, p);

@@ -997,8 +997,8 @@ static void sync_kill9_no_acked_loss(void **state)
     bool reached = bqt_wait_until(enough_acked, &aw, WAIT_MS);
     bqt_proxy_set(s->proxy, BQT_PROXY_STALL);
     bool pending = reached && bqt_wait_until(changes_pending, &pw, WAIT_MS);
-    bqh_mark(k->h, "kill -9 of the primary: %lu puts acknowledged, lsn %llu written, %llu on the "
-             "standby", atomic_load(&k->acked), pw.seen.last, pw.seen.flushed);
+    bqh_fault(k->h, "kill -9 of the primary: %lu puts acknowledged, lsn %llu written, %llu on the "
+              "standby", atomic_load(&k->acked), pw.seen.last, pw.seen.flushed);
     bqt_server_signal(&s->n[A].srv, SIGKILL);
     bool killed = bqt_server_wait(&s->n[A].srv, EXIT_MS) != -1;
     bool workers_ok = kill9_join(k);

@@ -1,6 +1,8 @@
-/* The checker of history.h. It works on sorted index arrays built per
- * check (by body, by id, deletes by id, sightings by time), so a check costs
- * O(n log n) in the length of the whole history. */
+/* The checker of history.h (its rules: docs/testing.md, "The history
+ * checker"). It works on sorted index arrays built per check (by body, by
+ * id, deletes by id, sightings by time and by id), so a check costs
+ * O(n log n) in the length of the whole history. The job-state model is in
+ * history_model.c. */
 #define _GNU_SOURCE /* vasprintf */
 
 #include "tests/support/history_internal.h"
@@ -11,26 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-
-
-typedef struct check {
-    bqh_history_t *h;
-    const bqh_snapshot_t *snap;
-    uint64_t promised, promised_again; /* the window of bqh_rules_t */
-    uint32_t number; /* of this check */
-    bqh_report_t *rep;
-    size_t *by_body, nputs; /* put ops, sorted by body */
-    ref_t *by_id;           /* puts by effective id */
-    size_t nids;
-    ref_t *dels; /* deletes by id, then in recording order */
-    size_t ndels;
-    ref_t *seen; /* reserves and snapshot jobs, by reply time */
-    size_t nseen;
-    uint64_t *eff_id, *acked_at; /* per op: a put's id and when it was first promised */
-    ref_t *flags;                /* (id, problem) already counted */
-    size_t nflags, flagcap;
-} check_t;
 
 int bqh__cmp_ref(const void *a, const void *b)
 {
@@ -85,8 +67,7 @@ static size_t lower_bound(const ref_t *keys, size_t n, uint64_t k)
     return lo;
 }
 
-/* The put whose effective id is id, or SIZE_MAX. */
-static size_t put_by_id(const check_t *c, uint64_t id)
+size_t bqh__put_by_id(const check_t *c, uint64_t id)
 {
     size_t i = lower_bound(c->by_id, c->nids, id);
     return i < c->nids && c->by_id[i].k == id ? c->by_id[i].op : SIZE_MAX;
@@ -97,14 +78,9 @@ double bqh__rel(const bqh_history_t *h, uint64_t t)
     return t >= h->t0 ? (double)(t - h->t0) / 1e9 : -(double)(h->t0 - t) / 1e9;
 }
 
-/* Counts problem kind for id once per check; keeps the reasons of the
- * first few of each kind. */
-static void flag(check_t *c, bqh_problem_t kind, uint64_t id, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static void flag(check_t *c, bqh_problem_t kind, uint64_t id, const char *fmt, ...)
+void bqh__flag(check_t *c, bqh_problem_t kind, uint64_t id, const char *fmt, ...)
 {
-    for (size_t i = 0; i < c->nflags; i++)
+    for (size_t i = 0; id && i < c->nflags; i++)
         if (c->flags[i].k == id && c->flags[i].op == (size_t)kind)
             return;
     if (c->nflags == c->flagcap) {
@@ -141,7 +117,11 @@ static void add_snapshot(check_t *c)
                   .out = BQH_ACKED,
                   .check = c->number,
                   .body = bqh__copy_bytes(j->body, j->len),
-                  .len = j->len};
+                  .len = j->len,
+                  .tube = j->has_job ? bqh__tube_locked(c->h, j->tube) : 0,
+                  .pri = j->pri,
+                  .delay = j->delay,
+                  .state = j->state};
         if (!o.body)
             abort();
         bqh__append_locked(c->h, &o);
@@ -156,9 +136,12 @@ static int build_indexes(check_t *c)
     c->by_id = malloc((h->n + 1) * sizeof *c->by_id);
     c->dels = malloc((h->n + 1) * sizeof *c->dels);
     c->seen = malloc((h->n + 1) * sizeof *c->seen);
+    c->sights = malloc((h->n + 1) * sizeof *c->sights);
+    c->faults = malloc((h->n + 1) * sizeof *c->faults);
     c->eff_id = calloc(h->n + 1, sizeof *c->eff_id);
     c->acked_at = calloc(h->n + 1, sizeof *c->acked_at);
-    if (!c->by_body || !c->by_id || !c->dels || !c->seen || !c->eff_id || !c->acked_at)
+    if (!c->by_body || !c->by_id || !c->dels || !c->seen || !c->sights || !c->faults ||
+        !c->eff_id || !c->acked_at)
         return -1;
     for (size_t i = 0; i < h->n; i++) {
         const op_t *o = &h->ops[i];
@@ -169,27 +152,59 @@ static int build_indexes(check_t *c)
         else if (o->kind == OP_RESERVE || o->kind == OP_SEEN)
             c->seen[c->nseen++] = (ref_t){o->reply, i};
     }
+    for (size_t i = 0; i < c->nseen; i++)
+        c->sights[i] = (ref_t){h->ops[c->seen[i].op].id, c->seen[i].op};
     qsort_r(c->by_body, c->nputs, sizeof *c->by_body, cmp_put_body, h->ops);
     qsort(c->seen, c->nseen, sizeof *c->seen, bqh__cmp_ref);
+    qsort(c->sights, c->nseen, sizeof *c->sights, bqh__cmp_ref);
     qsort(c->dels, c->ndels, sizeof *c->dels, bqh__cmp_ref);
     return 0;
 }
 
-/* True when an acknowledgement received at t may have been undone. */
-static bool unpromised(const check_t *c, uint64_t t)
+/* The faults: each OP_FAULT is in effect until the next OP_SETTLED (marks
+ * are recorded in time order). */
+static void collect_faults(check_t *c)
+{
+    size_t open = 0; /* faults not settled yet: the last `open` ones */
+    for (size_t i = 0; i < c->h->n; i++) {
+        const op_t *o = &c->h->ops[i];
+        if (o->kind == OP_FAULT) {
+            c->faults[c->nfaults++] = (span_t){o->sent, UINT64_MAX};
+            open++;
+        } else if (o->kind == OP_SETTLED) {
+            for (; open > 0; open--)
+                c->faults[c->nfaults - open].end = o->sent;
+        }
+    }
+    c->rep->faults = c->nfaults;
+}
+
+bool bqh__in_flight(const check_t *c, const op_t *o)
+{
+    for (size_t i = 0; i < c->nfaults; i++)
+        if (o->sent <= c->faults[i].end && o->reply >= c->faults[i].begin)
+            return true;
+    return false;
+}
+
+bool bqh__unpromised(const check_t *c, uint64_t t)
 {
     return t >= c->promised && (c->promised_again == 0 || t < c->promised_again);
 }
 
 /* Effective ids: an acknowledged put's id, else the first id its body was
- * seen under; promised from the first acknowledgement or sighting. */
+ * seen under; promised from its acknowledgement or the first snapshot that
+ * showed it. A worker's RESERVED promises nothing: a server hands out a job
+ * before its put is durable or committed (a put waiting for its fsync or
+ * its standbys, one on a primary cut off from the others), and a job whose
+ * put nobody acknowledged may vanish with it. */
 static void resolve_puts(check_t *c)
 {
     op_t *ops = c->h->ops;
     for (size_t i = 0; i < c->nputs; i++) {
         size_t p = c->by_body[i];
         if (i > 0 && cmp_put_body(&c->by_body[i - 1], &c->by_body[i], ops) == 0)
-            flag(c, BQH_DUPLICATE, ops[p].id, "two puts sent the same body \"%.40s\" (test bug)",
+            bqh__flag(c, BQH_DUPLICATE, ops[p].id, "two puts sent the same body \"%.40s\" (test bug)",
                  ops[p].body);
         if (ops[p].out == BQH_ACKED) {
             c->eff_id[p] = ops[p].id;
@@ -203,7 +218,8 @@ static void resolve_puts(check_t *c)
             continue;
         if (!c->eff_id[p])
             c->eff_id[p] = o->id;
-        if (c->eff_id[p] == o->id && (!c->acked_at[p] || o->reply < c->acked_at[p]))
+        if (c->eff_id[p] == o->id && o->kind == OP_SEEN &&
+            (!c->acked_at[p] || o->reply < c->acked_at[p]))
             c->acked_at[p] = o->reply;
     }
     for (size_t i = 0; i < c->nputs; i++) {
@@ -216,7 +232,7 @@ static void resolve_puts(check_t *c)
     qsort(c->by_id, c->nids, sizeof *c->by_id, bqh__cmp_ref);
     for (size_t i = 1; i < c->nids; i++)
         if (c->by_id[i].k == c->by_id[i - 1].k)
-            flag(c, BQH_ID_REUSE, c->by_id[i].k, "id given to two puts (\"%.40s\", \"%.40s\")",
+            bqh__flag(c, BQH_ID_REUSE, c->by_id[i].k, "id given to two puts (\"%.40s\", \"%.40s\")",
                  ops[c->by_id[i - 1].op].body, ops[c->by_id[i].op].body);
 }
 
@@ -224,21 +240,25 @@ static void resolve_puts(check_t *c)
 static void check_identity(check_t *c, const op_t *o)
 {
     const op_t *ops = c->h->ops;
-    size_t q = put_by_id(c, o->id);
+    size_t q = bqh__put_by_id(c, o->id);
     const char *who = o->kind == OP_SEEN ? "snapshot" : "RESERVED";
     if (q != SIZE_MAX) {
         if (bqh__cmp_body_len(&ops[q], o->body, o->len) != 0)
-            flag(c, BQH_MISMATCH, o->id, "put with \"%.40s\", %s shows \"%.40s\"", ops[q].body, who,
-                 o->body);
+            bqh__flag(c, BQH_MISMATCH, o->id, "put with \"%.40s\", %s shows \"%.40s\"",
+                      ops[q].body, who, o->body);
+        else if (ops[q].out == BQH_UNKNOWN && !bqh__in_flight(c, &ops[q]))
+            bqh__flag(c, BQH_UNEXPECTED, o->id,
+                      "%s shows \"%.40s\", whose put's outcome is unknown with no fault in "
+                      "effect", who, o->body);
         return;
     }
     size_t p = put_by_body(c, o->body, o->len);
     if (p == SIZE_MAX)
-        flag(c, BQH_UNEXPECTED, o->id, "%s shows a body nobody put: \"%.40s\"", who, o->body);
+        bqh__flag(c, BQH_UNEXPECTED, o->id, "%s shows a body nobody put: \"%.40s\"", who, o->body);
     else if (ops[p].out == BQH_REFUSED)
-        flag(c, BQH_UNEXPECTED, o->id, "%s shows \"%.40s\", whose put was refused", who, o->body);
+        bqh__flag(c, BQH_UNEXPECTED, o->id, "%s shows \"%.40s\", whose put was refused", who, o->body);
     else
-        flag(c, BQH_DUPLICATE, o->id, "%s shows \"%.40s\", which is job %" PRIu64, who, o->body,
+        bqh__flag(c, BQH_DUPLICATE, o->id, "%s shows \"%.40s\", which is job %" PRIu64, who, o->body,
              c->eff_id[p]);
 }
 
@@ -253,12 +273,12 @@ static void check_resurrection(check_t *c, const op_t *o)
         op_t *d = &ops[c->dels[i].op];
         if (d->out != BQH_ACKED || d->voided || d->reply >= o->sent)
             continue;
-        if (o->kind == OP_SEEN && o->check == c->number && unpromised(c, d->reply)) {
+        if (o->kind == OP_SEEN && o->check == c->number && bqh__unpromised(c, d->reply)) {
             d->voided = true;
             c->rep->allowed_resurrected++;
             continue;
         }
-        flag(c, BQH_RESURRECTED, o->id, "%s at +%.6f s, after DELETED at +%.6f s (worker %d)",
+        bqh__flag(c, BQH_RESURRECTED, o->id, "%s at %+.6f s, after DELETED at %+.6f s (worker %d)",
              o->kind == OP_SEEN ? "snapshot" : "RESERVED", bqh__rel(c->h, o->sent), bqh__rel(c->h, d->reply),
              d->worker);
     }
@@ -276,22 +296,98 @@ static void check_double_deletes(check_t *c)
         for (size_t j = i + 1; j < c->ndels && c->dels[j].k == a->id; j++) {
             const op_t *b = &ops[c->dels[j].op];
             if (b->out == BQH_ACKED && !b->voided && (b->sent > a->reply || a->sent > b->reply))
-                flag(c, BQH_RESURRECTED, a->id, "DELETED twice (replies at +%.6f s and +%.6f s)",
+                bqh__flag(c, BQH_RESURRECTED, a->id, "DELETED twice (replies at %+.6f s and %+.6f s)",
                      bqh__rel(c->h, a->reply), bqh__rel(c->h, b->reply));
         }
     }
 }
 
-/* True when id has a delete that may have removed it. */
+/* True when id has a delete that may have removed it: acknowledged, or
+ * unknown and in flight at a fault (refused, NOT_FOUND: never). */
 static bool delete_excuses(const check_t *c, uint64_t id)
 {
     const op_t *ops = c->h->ops;
     for (size_t i = lower_bound(c->dels, c->ndels, id); i < c->ndels && c->dels[i].k == id; i++) {
         const op_t *d = &ops[c->dels[i].op];
-        if ((d->out == BQH_ACKED && !d->voided) || d->out == BQH_UNKNOWN)
+        if ((d->out == BQH_ACKED && !d->voided) ||
+            (d->out == BQH_UNKNOWN && bqh__in_flight(c, d)))
             return true;
     }
     return false;
+}
+
+/* Every outcome left unknown must have been in flight at a fault: a
+ * connection does not die for no reason. */
+static void check_unknowns(check_t *c)
+{
+    static const char *const what[] = {"put", "delete", "", "", "command", "kick", "pause-tube"};
+    const op_t *ops = c->h->ops;
+    for (size_t i = 0; i < c->h->n; i++) {
+        const op_t *o = &ops[i];
+        if (bqh__is_mark(o) || o->out != BQH_UNKNOWN)
+            continue;
+        if (bqh__in_flight(c, o)) {
+            c->rep->unknown_excused++;
+            continue;
+        }
+        uint64_t id = o->kind == OP_PUT ? c->eff_id[i] : o->id;
+        bqh__flag(c, BQH_UNEXPLAINED, id,
+                  "worker %d's %s sent at %+.6f s: connection found dead at %+.6f s, with no "
+                  "fault in effect",
+                  o->worker, what[o->kind], bqh__rel(c->h, o->sent), bqh__rel(c->h, o->reply));
+    }
+}
+
+/* When delete d (NOT_FOUND) was of a job its own worker had put (and seen
+ * acknowledged) or reserved before sending it, the time of that
+ * acknowledgement; else 0. */
+static uint64_t owned_since(const check_t *c, const op_t *d)
+{
+    const op_t *ops = c->h->ops;
+    size_t p = bqh__put_by_id(c, d->id);
+    if (p != SIZE_MAX && ops[p].worker == d->worker && ops[p].out == BQH_ACKED &&
+        !ops[p].voided && ops[p].reply <= d->sent)
+        return ops[p].reply;
+    for (size_t i = lower_bound(c->sights, c->nseen, d->id);
+         i < c->nseen && c->sights[i].k == d->id; i++) {
+        const op_t *o = &ops[c->sights[i].op];
+        if (o->kind == OP_RESERVE && o->worker == d->worker && o->reply <= d->sent)
+            return o->reply;
+    }
+    return 0;
+}
+
+/* The first sighting of d's id sent after d's reply, or NULL. */
+static const op_t *seen_after(const check_t *c, const op_t *d)
+{
+    const op_t *ops = c->h->ops;
+    for (size_t i = lower_bound(c->sights, c->nseen, d->id);
+         i < c->nseen && c->sights[i].k == d->id; i++)
+        if (ops[c->sights[i].op].sent >= d->reply)
+            return &ops[c->sights[i].op];
+    return NULL;
+}
+
+/* A worker told NOT_FOUND when deleting its own job, which is seen again
+ * later: the job had vanished for a while. Allowed when the NOT_FOUND or
+ * the acknowledgement that made the job the worker's was not promised. */
+static void check_reappeared(check_t *c)
+{
+    const op_t *ops = c->h->ops;
+    for (size_t i = 0; i < c->ndels; i++) {
+        const op_t *d = &ops[c->dels[i].op], *o;
+        uint64_t own = d->out == BQH_NOT_FOUND && d->worker >= 0 ? owned_since(c, d) : 0;
+        if (!own || !(o = seen_after(c, d)))
+            continue;
+        if (bqh__unpromised(c, d->reply) || bqh__unpromised(c, own)) {
+            c->rep->allowed_not_found++;
+            continue;
+        }
+        bqh__flag(c, BQH_REAPPEARED, d->id,
+                  "worker %d (its job since %+.6f s) got NOT_FOUND at %+.6f s; %s at %+.6f s",
+                  d->worker, bqh__rel(c->h, own), bqh__rel(c->h, d->reply),
+                  o->kind == OP_SEEN ? "snapshot shows it" : "RESERVED", bqh__rel(c->h, o->sent));
+    }
 }
 
 /* Promised puts absent from the snapshot with no delete to explain it. */
@@ -311,12 +407,12 @@ static void check_lost(check_t *c)
         if (!id || !c->acked_at[p] || bsearch(&id, present, n, sizeof *present, bqh__cmp_u64) ||
             delete_excuses(c, id))
             continue;
-        if (unpromised(c, c->acked_at[p])) {
+        if (bqh__unpromised(c, c->acked_at[p])) {
             ops[p].voided = true;
             c->rep->allowed_lost++;
             continue;
         }
-        flag(c, BQH_LOST, id, "acknowledged at +%.6f s (worker %d), never deleted, absent",
+        bqh__flag(c, BQH_LOST, id, "acknowledged at %+.6f s (worker %d), never deleted, absent",
              bqh__rel(c->h, c->acked_at[p]), ops[p].worker);
     }
     free(present);
@@ -347,8 +443,8 @@ static void check_id_order(check_t *c)
             continue;
         size_t k = lower_bound(t, n, b->sent);
         if (k > 0 && ops[best[k - 1]].id >= b->id)
-            flag(c, BQH_ID_REUSE, b->id,
-                 "put sent at +%.6f s got id %" PRIu64 ", but id %" PRIu64 " was seen at +%.6f s",
+            bqh__flag(c, BQH_ID_REUSE, b->id,
+                 "put sent at %+.6f s got id %" PRIu64 ", but id %" PRIu64 " was seen at %+.6f s",
                  bqh__rel(c->h, b->sent), b->id, ops[best[k - 1]].id, bqh__rel(c->h, ops[best[k - 1]].reply));
     }
     free(t);
@@ -367,8 +463,11 @@ static void count_figures(const bqh_history_t *h, const bqh_snapshot_t *s, bqh_r
             rep->deletes_acked += o->out == BQH_ACKED;
             rep->deletes_unknown += o->out == BQH_UNKNOWN;
             rep->deletes_not_found += o->out == BQH_NOT_FOUND;
+            rep->deletes_refused += o->out == BQH_REFUSED;
         } else if (o->kind == OP_RESERVE) {
             rep->reserves++;
+        } else if (o->kind == OP_CMD || o->kind == OP_KICK || o->kind == OP_PAUSE) {
+            rep->commands++;
         }
     }
     rep->present = s ? s->n : 0;
@@ -380,6 +479,8 @@ static void free_check(check_t *c)
     free(c->by_id);
     free(c->dels);
     free(c->seen);
+    free(c->sights);
+    free(c->faults);
     free(c->eff_id);
     free(c->acked_at);
     free(c->flags);
@@ -399,16 +500,20 @@ size_t bqh_check(bqh_history_t *h, const bqh_snapshot_t *snap, const bqh_rules_t
     add_snapshot(&c);
     if (build_indexes(&c) != 0)
         abort();
+    collect_faults(&c);
     resolve_puts(&c);
+    check_unknowns(&c);
     for (size_t i = 0; i < c.nseen; i++) {
         const op_t *o = &h->ops[c.seen[i].op];
         check_identity(&c, o);
         check_resurrection(&c, o);
     }
     check_double_deletes(&c);
+    check_reappeared(&c);
     if (snap)
         check_lost(&c);
     check_id_order(&c);
+    bqh__check_states(&c);
     count_figures(h, snap, rep);
     pthread_mutex_unlock(&h->lock);
     free_check(&c);
@@ -420,7 +525,8 @@ size_t bqh_check(bqh_history_t *h, const bqh_snapshot_t *snap, const bqh_rules_t
 
 const char *bqh_problem_name(bqh_problem_t p)
 {
-    static const char *const names[] = {"lost",       "resurrected", "duplicate",
-                                        "unexpected", "mismatch",    "id reuse"};
+    static const char *const names[] = {"lost",     "resurrected", "duplicate",
+                                        "unexpected", "mismatch",  "id reuse",
+                                        "unexplained", "reappeared", "state"};
     return p < BQH_PROBLEMS ? names[p] : "?";
 }

@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "tests/support/jobmix.h"
 #include "tests/support/workload.h"
 
 #define RETRY_MS 20   /* a worker's pause before it reconnects */
@@ -25,6 +26,8 @@
 typedef struct worker {
     bqw_t *w;
     int id;
+    bool mix;                      /* runs the richer workload (jobmix.h) */
+    bqm_worker_t m;
     unsigned seq;                  /* its next put's number: bodies are unique */
     unsigned long long mine[MINE]; /* oldest first */
     size_t nmine;
@@ -37,7 +40,7 @@ struct bqw {
     char tube[32];
     size_t nworkers;
     worker_t wk[BQW_MAX_WORKERS];
-    bool running;
+    bool running, mix;
     atomic_bool stop;
     atomic_int port[BQC_MAX_NODES]; /* client port offered to the workers, 0: none */
     atomic_ulong acked;
@@ -108,6 +111,7 @@ void bqw_node_offer(bqw_t *w, size_t i, bool on)
 void bqw_node_kill(bqw_t *w, size_t i)
 {
     bqw_node_offer(w, i, false);
+    bqh_fault(w->h, "kill -9 of %s", w->c->node[i].name);
     bqc_signal(w->c, i, SIGKILL);
 }
 
@@ -136,6 +140,7 @@ static bqh_outcome_t put_as(bqw_t *w, int fd, int who, unsigned seq, int ms,
                             unsigned long long *id, char *err, size_t errlen)
 {
     char cmd[128], body[48];
+    bqh_job_t job = {.tube = w->tube};
     int blen = snprintf(body, sizeof body, "%d-%u", who, seq);
     snprintf(cmd, sizeof cmd, "put 0 0 120 %d\r\n%s\r\n", blen, body);
     uint64_t t0 = bqh_now_ns();
@@ -146,7 +151,7 @@ static bqh_outcome_t put_as(bqw_t *w, int fd, int who, unsigned seq, int ms,
                                                                  : BQH_REFUSED;
     if (out == BQH_REFUSED && strcmp(line, "DRAINING\r\n") != 0)
         snprintf(err, errlen, "put: \"%.*s\"", (int)strcspn(line, "\r"), line);
-    bqh_put(w->h, who, t0, t1, out, out == BQH_ACKED ? *id : 0, body, (size_t)blen);
+    bqh_put_job(w->h, who, t0, t1, out, out == BQH_ACKED ? *id : 0, body, (size_t)blen, &job);
     if (out == BQH_ACKED)
         note_ack(w, *id, t0, t1);
     free(line);
@@ -159,7 +164,8 @@ bqh_outcome_t bqw_put(bqw_t *w, int fd, int ms, unsigned long long *id, char *er
 }
 
 /* Deletes the worker's oldest acknowledged job; false when the connection
- * died or the delete was refused. */
+ * died or the delete was refused (the job is then still there: it stays
+ * the oldest, to delete again). */
 static bool w_delete(worker_t *k, int fd)
 {
     char cmd[64];
@@ -169,15 +175,18 @@ static bool w_delete(worker_t *k, int fd)
     bqh_outcome_t out = !line                            ? BQH_UNKNOWN
                         : !strcmp(line, "DELETED\r\n")   ? BQH_ACKED
                         : !strcmp(line, "NOT_FOUND\r\n") ? BQH_NOT_FOUND
-                                                         : BQH_UNKNOWN;
-    /* A fenced or refusing primary answers OUT_OF_MEMORY: nothing done. */
-    if (line && out == BQH_UNKNOWN && strcmp(line, "OUT_OF_MEMORY\r\n") != 0)
+                                                         : BQH_REFUSED;
+    /* A fenced or draining primary answers OUT_OF_MEMORY or DRAINING: a
+     * known failure, nothing done. Any other reply is wrong. */
+    if (out == BQH_REFUSED && strcmp(line, "OUT_OF_MEMORY\r\n") != 0 &&
+        strcmp(line, "DRAINING\r\n") != 0)
         snprintf(k->error, sizeof k->error, "delete %llu: \"%.*s\"", k->mine[0],
                  (int)strcspn(line, "\r"), line);
     bqh_delete(k->w->h, k->id, t0, bqh_now_ns(), out, k->mine[0]);
-    memmove(k->mine, k->mine + 1, --k->nmine * sizeof k->mine[0]);
+    if (out != BQH_REFUSED)
+        memmove(k->mine, k->mine + 1, --k->nmine * sizeof k->mine[0]);
     free(line);
-    return out != BQH_UNKNOWN;
+    return out == BQH_ACKED || out == BQH_NOT_FOUND;
 }
 
 /* A connection to a live node, trying them in turn from start; -1. */
@@ -205,13 +214,17 @@ static bool use_tube(bqw_t *w, int fd, int ms)
 }
 
 /* Puts, and deletes one in two of its jobs, on fd until stopped or the
- * connection fails (dies, or a put is refused). */
+ * connection fails (dies, or a put or delete is refused). */
 static void w_session(worker_t *k, int fd)
 {
     bqw_t *w = k->w;
     bool alive = use_tube(w, fd, BQC_REPLY_MS);
     while (alive && !atomic_load(&w->stop)) {
         unsigned long long id = 0;
+        if (k->nmine == MINE) { /* a refused delete left it full */
+            alive = w_delete(k, fd);
+            continue;
+        }
         alive = put_as(w, fd, k->id, k->seq++, BQC_REPLY_MS, &id, k->error, sizeof k->error) ==
                 BQH_ACKED;
         if (alive)
@@ -221,6 +234,22 @@ static void w_session(worker_t *k, int fd)
     }
 }
 
+/* The richer workload (jobmix.h) on fd until stopped or the session
+ * ends (the connection died, a command was refused). */
+static void w_mix_session(worker_t *k, int fd)
+{
+    bqw_t *w = k->w;
+    bqm_status_t st = bqm_connected(&k->m, fd, BQC_REPLY_MS);
+    while (st == BQM_OK && !atomic_load(&w->stop)) {
+        uint64_t sent = bqh_now_ns();
+        st = bqm_step(&k->m, fd, BQC_REPLY_MS);
+        if (k->m.acked_id)
+            note_ack(w, k->m.acked_id, sent, bqh_now_ns());
+    }
+    if (st == BQM_WRONG)
+        snprintf(k->error, sizeof k->error, "%.150s", k->m.error);
+}
+
 static void *worker_main(void *arg)
 {
     worker_t *k = arg;
@@ -228,7 +257,10 @@ static void *worker_main(void *arg)
     for (unsigned attempt = (unsigned)k->id; !atomic_load(&w->stop); attempt++) {
         int fd = connect_live(w, attempt);
         if (fd >= 0) {
-            w_session(k, fd);
+            if (k->mix)
+                w_mix_session(k, fd);
+            else
+                w_session(k, fd);
             close(fd);
         }
         if (!atomic_load(&w->stop))
@@ -237,12 +269,24 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+void bqw_mix(bqw_t *w, bool on)
+{
+    w->mix = on;
+}
+
 void bqw_start(bqw_t *w)
 {
     atomic_store(&w->stop, false);
     for (size_t i = 0; i < w->nworkers; i++) {
-        w->wk[i] = (worker_t){.w = w, .id = (int)i};
-        assert_int_equal(pthread_create(&w->wk[i].thread, NULL, worker_main, &w->wk[i]), 0);
+        worker_t *k = &w->wk[i];
+        if (k->w != w) /* first start: a restart keeps the mix workers' jobs */
+            bqm_init(&k->m, w->h, (int)i, w->tube, "", bqh_now_ns() ^ (i * 7919u));
+        worker_t again = {.w = w, .id = (int)i, .mix = w->mix && i % 2 == 1, .m = k->m,
+                          .seq = k->seq}; /* bodies stay unique */
+        memcpy(again.mine, k->mine, sizeof again.mine);
+        again.nmine = k->nmine;
+        *k = again;
+        assert_int_equal(pthread_create(&k->thread, NULL, worker_main, k), 0);
     }
     w->running = true;
 }

@@ -50,8 +50,15 @@ void bqw_node_up(bqw_t *w, size_t i, const char *const *flags);
 /* Offers node i's current client port to the workers (on), or not. */
 void bqw_node_offer(bqw_t *w, size_t i, bool on);
 
-/* kill -9 of node i, after the workers stop choosing it. */
+/* kill -9 of node i, after the workers stop choosing it; recorded as a
+ * fault (bqh_fault) in the history. */
 void bqw_node_kill(bqw_t *w, size_t i);
+
+/* Makes the odd-numbered workers (from the next bqw_start) run the richer
+ * workload of tests/support/jobmix.h (tubes of their own, priorities,
+ * delays, bury, release, kick, kick-job, touch, pause-tube, one command at
+ * a time) instead of put and delete. */
+void bqw_mix(bqw_t *w, bool on);
 
 /* Starts the workers. */
 void bqw_start(bqw_t *w);

@@ -21,7 +21,7 @@
  *                  that was being written)
  *   sectors        in every file, each unsynced 512-byte sector kept or
  *                  dropped at random (writeback in any order)
- *   random         one of none, prefix-sector, prefix-byte, garbage
+ *   random         one of the five above
  *
  * The choices come from --seed. Afterwards the journal is removed (moved to
  * --save-journal), so that the next process under the layer starts from a
@@ -576,7 +576,7 @@ int main(int argc, char **argv)
         next_rand();
     enum tear t;
     if (strcmp(tear_arg, "random") == 0)
-        t = (enum tear)rand_below(4);
+        t = (enum tear)rand_below(5);
     else {
         for (t = TEAR_NONE; t <= TEAR_SECTORS; t++)
             if (strcmp(tear_arg, tear_names[t]) == 0)
