@@ -58,6 +58,7 @@
 #define BATCH_KEEP ((size_t)1 << 20)
 
 static void start_sync(bq_binlog_t *b);
+static void on_synced(void *arg, int res, int64_t ns);
 
 static bool failing(const bq_binlog_t *b)
 {
@@ -161,9 +162,16 @@ int bq_binlog_open(bq_binlog_t **out, uv_loop_t *loop, const bq_binlog_config_t 
     if (b->fault_after >= 0)
         bq_logm(BQ_LOG_WARN, "binlog test hooks are on (BQ_FAULT_*): tests only");
 #endif
+    r = bq_fsync_thread_init(&b->syncer, loop, on_synced, b);
+    if (r != 0) {
+        bq_log(BQ_LOG_ERROR, "cannot start the binlog's fsync thread", "err=\"%s\"",
+               uv_strerror(r));
+        free(b);
+        return BQ_BINLOG_ENOMEM;
+    }
     uv_timer_init(loop, &b->sync_timer);
     uv_timer_init(loop, &b->retry_timer);
-    b->sync_timer.data = b->retry_timer.data = b->sync_work.data = b;
+    b->sync_timer.data = b->retry_timer.data = b;
     *out = b;
     return 0;
 }
@@ -560,38 +568,12 @@ void bq__binlog_flush(bq_binlog_t *b)
 
 /* ---- fsync ---- */
 
-static int64_t mono_ns(void)
+/* The result of start_sync's fdatasync (fsync_thread.h), on the loop. */
+static void on_synced(void *arg, int res, int64_t ns)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
+    bq_binlog_t *b = arg;
 
-/* fdatasync(fd), timed into *ns; 0 or -errno. */
-static int timed_fdatasync(int fd, int64_t *ns)
-{
-    int64_t t0 = mono_ns();
-    int r = fdatasync(fd) == 0 ? 0 : -errno;
-    *ns = mono_ns() - t0;
-    return r;
-}
-
-/* On a threadpool thread: only sync_fd is read and sync_res and sync_ns
- * written, none of which the loop touches until on_synced (libuv's queue
- * orders the two). */
-static void sync_work(uv_work_t *req)
-{
-    bq_binlog_t *b = req->data;
-    b->sync_res = timed_fdatasync(b->sync_fd, &b->sync_ns);
-}
-
-static void on_synced(uv_work_t *req, int status)
-{
-    bq_binlog_t *b = req->data;
-    int res = status < 0 ? status : b->sync_res;
-
-    if (status == 0)
-        bq_histogram_observe(&b->fsync_hist, b->sync_ns);
+    bq_histogram_observe(&b->fsync_hist, ns);
     b->syncing = false;
     if (b->sync_fd != b->fd)
         close(b->sync_fd); /* retired by a rotation while this ran */
@@ -629,7 +611,7 @@ static void start_sync(bq_binlog_t *b)
     b->sync_lsn = b->lsns.written;
     b->sync_fd = b->fd;
     b->dirty_since = -1;
-    int r = uv_queue_work(b->loop, &b->sync_work, sync_work, on_synced);
+    int r = bq_fsync_thread_start(&b->syncer, b->sync_fd);
     if (r != 0) {
         b->syncing = false;
         b->sync_failed = true;
@@ -686,7 +668,7 @@ int bq__binlog_sync_before_rotation(bq_binlog_t *b)
     if (b->lsns.synced >= b->lsns.written)
         return 0;
     int64_t ns;
-    int res = timed_fdatasync(b->fd, &ns);
+    int res = bq_fdatasync_timed(b->fd, &ns);
     bq_histogram_observe(&b->fsync_hist, ns);
     if (res != 0) {
         b->sync_failed = true;
@@ -860,6 +842,7 @@ void bq_binlog_stop(bq_binlog_t *b)
     if (!b || b->stopping)
         return;
     b->stopping = true;
+    bq_fsync_thread_stop(&b->syncer); /* an fsync in flight ends first */
     close_timer(&b->sync_timer);
     close_timer(&b->retry_timer);
 }
@@ -868,6 +851,7 @@ void bq_binlog_free(bq_binlog_t *b)
 {
     if (!b)
         return;
+    bq_fsync_thread_join(&b->syncer);
     if (b->fd >= 0) {
         int r = write_batch(b);
         if (r != 0)

@@ -5,6 +5,7 @@
 #define BQ_NODE_BINLOG_INTERNAL_H
 
 #include "binlog.h"
+#include "fsync_thread.h"
 #include "log.h"
 #include "metrics_counters.h"
 
@@ -44,12 +45,10 @@ struct bq_binlog {
     uint64_t live_jobs;
     /* fsync */
     uv_timer_t sync_timer;
-    uv_work_t sync_work; /* the fdatasync on the threadpool */
+    bq_fsync_thread_t syncer; /* the fdatasync, on a thread of its own */
     bool syncing, sync_again;
     bool eager; /* every write starts an fsync at once (bq_binlog_sync_eagerly) */
     int sync_fd;
-    int sync_res;         /* written by the worker: 0 or -errno */
-    int64_t sync_ns;      /* written by the worker: how long the fdatasync took */
     bq_histogram_t fsync_hist; /* every fdatasync's duration (loop thread) */
     uint64_t sync_lsn;
     int64_t dirty_since; /* loop ms of the first write no fsync covers; -1 if none */
