@@ -1,7 +1,7 @@
 /* The standby's client proxy (see proxy.h). Each proxied connection is a
  * pair of TCP handles, the accepted client and a connection to the target
  * (the primary's client port), made when the client arrives: the target's
- * address is parsed when numeric, else resolved with uv_getaddrinfo and its
+ * address is parsed when numeric, else resolved (replication/resolve.h) and its
  * addresses tried in turn (each on a fresh handle). Bytes read on one side
  * are copied into a write request on the other; until the target is
  * connected, the client's bytes collect in one buffer, sent as the first
@@ -33,10 +33,12 @@
 
 #include "list.h"
 #include "log.h"
+#include "replication/resolve.h"
 
 #define READ_BUF_SIZE ((size_t)64 * 1024)
 #define QUEUE_HIGH ((size_t)1024 * 1024) /* stop reading a side above this backlog */
 #define QUEUE_LOW ((size_t)256 * 1024)   /* resume it below this */
+#define RESOLVE_MS 5000 /* a lookup of the primary's name gives up after this */
 
 typedef struct pconn pconn_t;
 
@@ -62,13 +64,12 @@ struct pconn {
     bq_proxy_t *p;
     bq_list_t link; /* in p->conns until closing */
     uv_connect_t connect;
-    uv_getaddrinfo_t resolve;
+    bq_resolve_t *resolve;      /* the lookup of the target's name, until its callback */
     struct addrinfo *addrs;     /* the resolved target, NULL for a numeric one */
     struct addrinfo *next_addr; /* the address to try when the current one fails */
     wreq_t *early; /* client bytes read before the target connected */
     size_t early_cap;
     int handles;    /* handles whose close callback has not run */
-    bool resolving; /* the uv_getaddrinfo request is pending */
     bool resetting; /* the target handle is closing to try the next address */
     bool connected;
     bool closing;
@@ -104,11 +105,10 @@ static void proxy_release(bq_proxy_t *p)
 
 static void conn_maybe_free(pconn_t *c)
 {
-    if (c->handles > 0 || c->resolving)
+    if (c->handles > 0)
         return;
     bq_proxy_t *p = c->p;
-    if (c->addrs)
-        uv_freeaddrinfo(c->addrs);
+    bq_resolve_free(c->addrs);
     free(c->early);
     free(c);
     if (--p->live == 0 && p->dying)
@@ -134,8 +134,8 @@ static void conn_close(pconn_t *c)
     uv_close((uv_handle_t *)&c->client.tcp, on_closed);
     if (!c->resetting) /* else its close callback sees closing */
         uv_close((uv_handle_t *)&c->target.tcp, on_closed);
-    if (c->resolving)
-        uv_cancel((uv_req_t *)&c->resolve);
+    bq_resolve_cancel(c->resolve); /* no callback comes after it */
+    c->resolve = NULL;
 }
 
 static void conn_fail(pconn_t *c, const char *what, int err)
@@ -363,14 +363,12 @@ static void try_next_cb(uv_handle_t *h)
     try_next(c);
 }
 
-static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+static void on_resolved(void *arg, int status, struct addrinfo *res)
 {
-    pconn_t *c = req->data;
-    c->resolving = false;
+    pconn_t *c = arg;
+    c->resolve = NULL;
     c->addrs = c->next_addr = res;
-    if (c->closing) {
-        conn_maybe_free(c);
-    } else if (status != 0 || !res) {
+    if (status != 0) {
         bq_log_limited(&c->p->limit, BQ_LOG_WARN, "proxy: cannot resolve the primary",
                        "addr=\"%s\" port=\"%s\" err=\"%s\"", c->p->host, c->p->port,
                        uv_strerror(status));
@@ -393,14 +391,7 @@ static int start_connect(pconn_t *c)
     if (numeric_port && (uv_ip4_addr(p->host, (int)port, (struct sockaddr_in *)&ss) == 0 ||
                          uv_ip6_addr(p->host, (int)port, (struct sockaddr_in6 *)&ss) == 0))
         return connect_to(c, (const struct sockaddr *)&ss);
-    struct addrinfo hints;
-    memset(&hints, 0, sizeof hints);
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    c->resolve.data = c;
-    int r = uv_getaddrinfo(p->loop, &c->resolve, on_resolved, p->host, p->port, &hints);
-    c->resolving = r == 0;
-    return r;
+    return bq_resolve_start(p->loop, p->host, p->port, RESOLVE_MS, on_resolved, c, &c->resolve);
 }
 
 bq_proxy_t *bq_proxy_new(uv_loop_t *loop)

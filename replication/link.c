@@ -12,9 +12,9 @@
  * once. It stops reading and the timers, sends a close_notify when TLS is
  * established and shuts the socket down, so that queued messages (a Refuse
  * sent just before closing, an alert) still leave; a linger timer bounds
- * that. Then the three handles are closed and, once every close callback
- * (and a pending name resolution) has come back, on_close runs and the link
- * is freed. So the link stays valid inside its own callbacks, whatever they
+ * that. A name lookup in progress is cancelled (replication/resolve.h).
+ * Then the three handles are closed and, once every close callback has
+ * come back, on_close runs and the link is freed. So the link stays valid inside its own callbacks, whatever they
  * do, and on_close always comes from the loop. */
 #include "replication/link.h"
 
@@ -24,17 +24,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "replication/resolve.h"
 #include "replication/tls.h"
 #include "replication/wire.h"
 
 /* How long a closing link waits for its queued bytes to leave. */
 #define LINGER_MS 2000
+/* A lookup's bound when the link has no connect deadline. */
+#define RESOLVE_MS 5000
 
 struct bq_link {
     uv_tcp_t tcp;
     uv_timer_t deadline; /* connect + handshake; the linger once closing */
     uv_timer_t idle;
-    uv_getaddrinfo_t resolve;
+    bq_resolve_t *resolve; /* the lookup of the peer's name, until its callback */
     uv_connect_t connect;
     uv_shutdown_t shutdown;
     struct addrinfo *addrs, *next; /* resolved; next is tried after a failure */
@@ -73,7 +76,7 @@ static void finish(bq_link_t *l)
         l->cbs.on_close(l, l->why, l->arg);
     bq_tls_free(l->tls);
     bq_wire_decoder_free(&l->dec);
-    uv_freeaddrinfo(l->addrs);
+    bq_resolve_free(l->addrs);
     free(l->out);
     free(l);
 }
@@ -126,8 +129,11 @@ static void close_link(bq_link_t *l, const char *fmt, ...)
     va_end(ap);
     uv_timer_stop(&l->idle);
     uv_timer_stop(&l->deadline);
-    if (l->pending > 0)
-        uv_cancel((uv_req_t *)&l->resolve); /* its callback still comes */
+    if (l->resolve) { /* no callback comes after a cancel */
+        bq_resolve_cancel(l->resolve);
+        l->resolve = NULL;
+        l->pending--;
+    }
     if (l->connected) {
         uv_read_stop((uv_stream_t *)&l->tcp);
         if (l->tls) {
@@ -348,7 +354,7 @@ static bq_link_t *link_new(uv_loop_t *loop, bool server, const bq_link_config_t 
     uv_timer_init(loop, &l->deadline);
     uv_timer_init(loop, &l->idle);
     l->tcp.data = l->deadline.data = l->idle.data = l;
-    l->resolve.data = l->connect.data = l->shutdown.data = l;
+    l->connect.data = l->shutdown.data = l;
     return l;
 }
 
@@ -430,16 +436,13 @@ static void connected(uv_connect_t *req, int status)
         flush_out(l);
 }
 
-static void resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+static void resolved(void *arg, int status, struct addrinfo *res)
 {
-    bq_link_t *l = req->data;
+    bq_link_t *l = arg;
+    l->resolve = NULL;
     l->pending--;
-    if (l->closing || status < 0 || !res) {
-        uv_freeaddrinfo(res);
-        if (l->closing)
-            finish(l);
-        else
-            close_link(l, "resolve %s: %s", l->addr, uv_strerror(status ? status : UV_EAI_NONAME));
+    if (status < 0) {
+        close_link(l, "resolve %s: %s", l->addr, uv_strerror(status));
         return;
     }
     l->addrs = l->next = res;
@@ -455,8 +458,9 @@ int bq_link_connect(uv_loop_t *loop, const char *host, const char *port,
     if (!l)
         return UV_ENOMEM;
     snprintf(l->addr, sizeof l->addr, "%s:%s", host, port);
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
-    int r = uv_getaddrinfo(loop, &l->resolve, resolved, host, port, &hints);
+    /* The lookup may take the whole connect deadline (the link closes then). */
+    uint64_t ms = cfg->handshake_ms > 0 ? cfg->handshake_ms : RESOLVE_MS;
+    int r = bq_resolve_start(loop, host, port, ms, resolved, l, &l->resolve);
     if (r < 0)
         return abandon(l, r);
     l->pending++;

@@ -14,8 +14,9 @@
  * the client closing or resetting closes the target side (beanstalkd's
  * current-connections drops); a half-close passes through (TIMED_OUT, then
  * EOF), also one made before the target is connected; close_all and free
- * while the target's address is being looked up (the threadpool is held
- * busy so that the lookup waits: hold_pool).
+ * while the target's address is being looked up (the test's DNS server,
+ * tests/support/fakedns.h, holds the queries so that the lookup waits:
+ * hold_dns).
  *
  * Bounds, measured from outside: bytes the client sent, less the commands
  * beanstalkd counts and the bytes the kernel holds in each socket on the
@@ -47,6 +48,7 @@
 #include "node/listen.h"
 #include "node/proxy.h"
 #include "tests/integration/itest.h"
+#include "tests/support/fakedns.h"
 
 #define QUEUE_HIGH (1024 * 1024) /* proxy.c's bound */
 #define READ_MAX (64 * 1024)     /* proxy.c's read size */
@@ -57,7 +59,7 @@
 #define PEEK "peek 1\r\n"        /* 8 bytes; beanstalkd answers NOT_FOUND (11) */
 #define NOT_FOUND "NOT_FOUND\r\n"
 #define BIG_JOB 2500000
-#define POOL_THREADS 4 /* UV_THREADPOOL_SIZE, set in main */
+#define HELD_NAME "primary.proxy.test" /* resolved by the test's DNS server only */
 
 typedef struct fx fx_t;
 typedef void (*loop_fn)(fx_t *f, void *arg);
@@ -78,11 +80,11 @@ struct fx {
     bqt_server_t bs[2]; /* targets */
     char bs_port[2][16];
     int leftover_fd; /* a client the test leaves to teardown, or -1 */
-    /* The threadpool held busy (hold_pool) so that address lookups wait. */
-    uv_work_t hold[POOL_THREADS];
-    bool held, gate_open;
-    int blocked; /* pool threads waiting at the gate */
 };
+
+/* The DNS server the proxy's lookups go to (BQ_TEST_DNS_SERVERS, set in
+ * main): it answers HELD_NAME with 127.0.0.1, or holds the queries. */
+static bqt_dns_t *dns;
 
 /* ---- the loop thread ---- */
 
@@ -198,56 +200,15 @@ static void do_open(fx_t *f, void *arg)
     *(int *)arg = bq_listen_open(&f->listener, &f->loop, "127.0.0.1", "0", true, on_accept, f);
 }
 
-/* A pool thread's work: wait until the gate opens. */
-static void hold_thread(uv_work_t *w)
+/* Makes the lookups from now on wait, until release_dns answers them. */
+static void hold_dns(void)
 {
-    fx_t *f = w->data;
-    pthread_mutex_lock(&f->mu);
-    f->blocked++;
-    pthread_cond_broadcast(&f->cv);
-    while (!f->gate_open)
-        pthread_cond_wait(&f->cv, &f->mu);
-    pthread_mutex_unlock(&f->mu);
+    bqt_dns_hold(dns, true);
 }
 
-/* Queues the pool's work; *(int *)arg: how many could not be queued. */
-static void do_hold_pool(fx_t *f, void *arg)
+static void release_dns(void)
 {
-    for (int i = 0; i < POOL_THREADS; i++) {
-        f->hold[i].data = f;
-        *(int *)arg += uv_queue_work(&f->loop, &f->hold[i], hold_thread, NULL) != 0;
-    }
-}
-
-/* Occupies every threadpool thread: a uv_getaddrinfo queued now waits until
- * release_pool. */
-static void hold_pool(fx_t *f)
-{
-    f->gate_open = false;
-    f->blocked = 0;
-    f->held = true;
-    int failed = 0;
-    on_loop(f, do_hold_pool, &failed);
-    assert_int_equal(failed, 0);
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += 5;
-    pthread_mutex_lock(&f->mu);
-    int rc = 0;
-    while (f->blocked < POOL_THREADS && rc == 0)
-        rc = pthread_cond_timedwait(&f->cv, &f->mu, &deadline);
-    bool all = f->blocked == POOL_THREADS;
-    pthread_mutex_unlock(&f->mu);
-    if (!all)
-        fail_msg("only %d of %d pool threads got busy", f->blocked, POOL_THREADS);
-}
-
-static void release_pool(fx_t *f)
-{
-    pthread_mutex_lock(&f->mu);
-    f->gate_open = true;
-    pthread_cond_broadcast(&f->cv);
-    pthread_mutex_unlock(&f->mu);
+    bqt_dns_hold(dns, false);
 }
 
 /* ---- fixture ---- */
@@ -293,8 +254,7 @@ static int teardown(void **state)
 {
     fx_t *f = *state;
     on_loop(f, do_stop, NULL);
-    if (f->held)
-        release_pool(f); /* the loop ends once the pool's work is done */
+    release_dns();
     assert_int_equal(pthread_join(f->thread, NULL), 0);
     if (f->leftover_fd >= 0)
         close(f->leftover_fd);
@@ -395,8 +355,9 @@ static void big_job_passes_both_ways(void **state)
     close(fd);
 }
 
-/* "localhost" goes through uv_getaddrinfo (where ::1 comes first and
- * beanstalkd listens on 127.0.0.1 only, through a refused attempt too). */
+/* "localhost" is looked up (in /etc/hosts, where ::1 may come first and
+ * beanstalkd listens on 127.0.0.1 only: through a refused attempt too), and
+ * a name only the DNS server knows. */
 static void looked_up_target(void **state)
 {
     fx_t *f = *state;
@@ -404,6 +365,13 @@ static void looked_up_target(void **state)
     int fd = client(f);
     big_job_round_trip(fd);
     assert_int_equal(server_pid(fd), f->bs[0].pid);
+    close(fd);
+    size_t asked = bqt_dns_queries(dns);
+    set_target(f, HELD_NAME, f->bs_port[1]);
+    fd = client(f);
+    big_job_round_trip(fd);
+    assert_int_equal(server_pid(fd), f->bs[1].pid);
+    assert_true(bqt_dns_queries(dns) > asked);
     close(fd);
 }
 
@@ -713,8 +681,8 @@ static void early_bytes_wait_bounded(void **state)
     fx_t *f = *state;
     f->accept_rcvbuf = MID_BUF;
     int direct = bqt_client(&f->bs[0]);
-    set_target(f, "localhost", f->bs_port[0]);
-    hold_pool(f);
+    set_target(f, HELD_NAME, f->bs_port[0]);
+    hold_dns();
     int fd = nb_client(f, 0);
     int sndbuf = MID_BUF;
     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
@@ -726,7 +694,7 @@ static void early_bytes_wait_bounded(void **state)
     assert_true(held > QUEUE_HIGH && held <= QUEUE_HIGH + READ_MAX);
     assert_int_equal(proxy_count(f), 1);
     assert_int_equal(bqt_stat_int(direct, "stats\r\n", "current-connections"), 1);
-    release_pool(f);
+    release_dns();
     assert_int_equal(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK), 0);
     bqt_send(fd, msg + s.sent, len - (size_t)s.sent);
     bqt_expect(fd, "INSERTED 1\r\n");
@@ -749,12 +717,12 @@ static void early_bytes_wait_bounded(void **state)
 static void half_close_before_connect(void **state)
 {
     fx_t *f = *state;
-    set_target(f, "localhost", f->bs_port[0]);
-    hold_pool(f);
+    set_target(f, HELD_NAME, f->bs_port[0]);
+    hold_dns();
     int fd = client(f);
     bqt_sends(fd, "list-tube-used\r\n");
     assert_int_equal(shutdown(fd, SHUT_WR), 0);
-    release_pool(f);
+    release_dns();
     bqt_expect(fd, "USING default\r\n");
     expect_eof(fd);
     expect_count(f, 0);
@@ -766,8 +734,8 @@ static void half_close_before_connect(void **state)
 static void close_while_resolving(void **state)
 {
     fx_t *f = *state;
-    set_target(f, "localhost", f->bs_port[0]);
-    hold_pool(f);
+    set_target(f, HELD_NAME, f->bs_port[0]);
+    hold_dns();
     int a = client(f), b = client(f);
     expect_count(f, 2);
     on_loop(f, do_close_all, NULL);
@@ -782,7 +750,14 @@ static void close_while_resolving(void **state)
 
 int main(void)
 {
-    setenv("UV_THREADPOOL_SIZE", "4", 1); /* POOL_THREADS, before libuv starts its pool */
+    dns = bqt_dns_start();
+    if (!dns) {
+        fprintf(stderr, "cannot start the test's DNS server\n");
+        return 1;
+    }
+    char servers[32];
+    snprintf(servers, sizeof servers, "127.0.0.1:%d", bqt_dns_port(dns));
+    setenv("BQ_TEST_DNS_SERVERS", servers, 1); /* read by replication/resolve.c */
     if (!bqt_reference_available()) {
         fprintf(stderr, "no reference beanstalkd at %s\n", bqt_reference_binary());
         return 1;
@@ -802,5 +777,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(half_close_before_connect, setup, teardown),
         cmocka_unit_test_setup_teardown(close_while_resolving, setup, teardown),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    bqt_dns_stop(dns);
+    return failed;
 }

@@ -17,6 +17,7 @@
 #include <uv.h>
 
 #include "node/fsync_thread.h"
+#include "tests/unit/uv_until.h"
 
 #define DEADLINE_MS 10000
 #define POOL_JOBS 16 /* more than the threadpool's threads (4 unless UV_THREADPOOL_SIZE) */
@@ -32,7 +33,19 @@ typedef struct fx {
     uv_sem_t release;
     uv_work_t jobs[POOL_JOBS];
     int jobs_done;
+    bool holding;   /* the jobs wait for release_pool */
+    bool sem_ready; /* release was initialised */
 } fx_t;
+
+/* Lets the threadpool jobs of the test go. */
+static void release_pool(fx_t *f)
+{
+    if (!f->holding)
+        return;
+    f->holding = false;
+    for (int i = 0; i < POOL_JOBS; i++)
+        uv_sem_post(&f->release);
+}
 
 static void on_done(void *arg, int res, int64_t ns)
 {
@@ -60,8 +73,11 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fx_t *f = *state;
+    release_pool(f);
     bq_fsync_thread_stop(&f->t);
     uv_run(&f->loop, UV_RUN_DEFAULT);
+    if (f->sem_ready)
+        uv_sem_destroy(&f->release);
     bq_fsync_thread_join(&f->t);
     assert_int_equal(uv_loop_close(&f->loop), 0);
     close(f->fd);
@@ -70,25 +86,22 @@ static int teardown(void **state)
     return 0;
 }
 
-static void on_deadline(uv_timer_t *t)
+typedef struct count {
+    const int *n;
+    int want;
+} count_t;
+
+static bool reached(void *arg)
 {
-    *(bool *)t->data = true;
+    const count_t *c = arg;
+    return *c->n >= c->want;
 }
 
-/* Runs the loop until *count reaches want or DEADLINE_MS passes; true when
- * it did. */
-static bool run_until(fx_t *f, const int *count, int want)
+/* Runs the loop until *n reaches want; fails the test after DEADLINE_MS. */
+static void run_until(fx_t *f, const int *n, int want, const char *what)
 {
-    bool late = false;
-    uv_timer_t timer;
-    uv_timer_init(&f->loop, &timer);
-    timer.data = &late;
-    uv_timer_start(&timer, on_deadline, DEADLINE_MS, 0);
-    while (*count < want && !late)
-        uv_run(&f->loop, UV_RUN_ONCE);
-    uv_close((uv_handle_t *)&timer, NULL);
-    uv_run(&f->loop, UV_RUN_NOWAIT);
-    return *count >= want;
+    count_t c = {n, want};
+    uvt_run_until(&f->loop, reached, &c, DEADLINE_MS, what);
 }
 
 static void sync_result_arrives_on_the_loop(void **state)
@@ -98,12 +111,12 @@ static void sync_result_arrives_on_the_loop(void **state)
     assert_true(bq_fsync_thread_busy(&f->t));
     assert_int_equal(bq_fsync_thread_start(&f->t, f->fd), UV_EBUSY); /* one at a time */
     assert_int_equal(f->calls, 0); /* never from start itself */
-    assert_true(run_until(f, &f->calls, 1));
+    run_until(f, &f->calls, 1, "the sync's callback");
     assert_int_equal(f->res, 0);
     assert_true(f->ns >= 0);
     assert_false(bq_fsync_thread_busy(&f->t));
     assert_int_equal(bq_fsync_thread_start(&f->t, f->fd), 0); /* and again */
-    assert_true(run_until(f, &f->calls, 2));
+    run_until(f, &f->calls, 2, "the second sync's callback");
     assert_int_equal(f->res, 0);
 }
 
@@ -113,7 +126,7 @@ static void sync_error_is_reported(void **state)
     int p[2];
     assert_int_equal(pipe(p), 0);
     assert_int_equal(bq_fsync_thread_start(&f->t, p[0]), 0); /* fdatasync of a pipe: EINVAL */
-    assert_true(run_until(f, &f->calls, 1));
+    run_until(f, &f->calls, 1, "the sync's callback");
     assert_int_equal(f->res, -EINVAL);
     close(p[0]);
     close(p[1]);
@@ -137,20 +150,19 @@ static void sync_does_not_wait_for_the_threadpool(void **state)
 {
     fx_t *f = *state;
     assert_int_equal(uv_sem_init(&f->release, 0), 0);
+    f->sem_ready = true;
     for (int i = 0; i < POOL_JOBS; i++) {
         f->jobs[i].data = f;
         assert_int_equal(uv_queue_work(&f->loop, &f->jobs[i], hold_thread, held_job_done), 0);
     }
+    f->holding = true; /* teardown lets them go if this fails */
     assert_int_equal(bq_fsync_thread_start(&f->t, f->fd), 0);
-    bool synced = run_until(f, &f->calls, 1);
-    int held = POOL_JOBS - f->jobs_done;
-    for (int i = 0; i < POOL_JOBS; i++)
-        uv_sem_post(&f->release);
-    assert_true(run_until(f, &f->jobs_done, POOL_JOBS));
-    uv_sem_destroy(&f->release);
-    assert_true(synced); /* behind the pool, it would have waited for the jobs */
-    assert_int_equal(held, POOL_JOBS);
+    /* Behind the pool, it would wait for the jobs, which wait for the test. */
+    run_until(f, &f->calls, 1, "an fsync with every pool thread held");
+    assert_int_equal(f->jobs_done, 0);
     assert_int_equal(f->res, 0);
+    release_pool(f);
+    run_until(f, &f->jobs_done, POOL_JOBS, "the pool's jobs");
 }
 
 static void stop_delivers_a_sync_in_flight(void **state)
