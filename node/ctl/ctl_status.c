@@ -103,7 +103,7 @@ static const char *role_cell(const cJSON *doc, char *buf)
     return buf;
 }
 
-/* "state(in_sync/standbys)", or what of it is present. */
+/* "state (N in sync, M needed)", or what of it is present. */
 static const char *sync_cell(const cJSON *doc, char *buf)
 {
     const cJSON *sync = cJSON_GetObjectItemCaseSensitive(doc, "sync");
@@ -112,7 +112,7 @@ static const char *sync_cell(const cJSON *doc, char *buf)
     if (!cJSON_IsObject(sync) || state == NULL)
         return NULL;
     if (num(sync, "in_sync", in) && num(sync, "standbys", want))
-        snprintf(buf, CELL, "%.60s(%.24s/%.24s)", state, in, want);
+        snprintf(buf, CELL, "%.40s (%.24s in sync, %.24s needed)", state, in, want);
     else
         snprintf(buf, CELL, "%s", state);
     return buf;

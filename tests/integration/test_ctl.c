@@ -366,13 +366,13 @@ static void status_prints_one_row_per_node(void **state)
     assert_string_equal(r.err, "");
     assert_non_null(strstr(r.out, "NODE  ROLE     EPOCH  LAST-LSN  COMMIT-LSN  PRIMARY  SYNC"));
     snprintf(row, sizeof row,
-             "\nn1    primary  5      123       120         n1       sync(1/1)  -             "
-             "yes    http://127.0.0.1:%d\n",
+             "\nn1    primary  5      123       120         n1       sync (1 in sync, 1 needed)  "
+             "-             yes    http://127.0.0.1:%d\n",
              p.port);
     assert_non_null(strstr(r.out, row));
     snprintf(row, sizeof row,
-             "\nn2    standby  5      121       120         n1       -          2             "
-             "yes    http://127.0.0.1:%d\n",
+             "\nn2    standby  5      121       120         n1       -                           "
+             "2             yes    http://127.0.0.1:%d\n",
              s.port);
     assert_non_null(strstr(r.out, row));
     assert_non_null(strstr(r.out, "\nstandbys of n1:\n  NAME  STATE      WRITTEN"));

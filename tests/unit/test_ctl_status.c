@@ -73,9 +73,9 @@ static void table_cluster_matches_layout(void **state)
     char *text = render(bq_ctl_status_table, nodes, 3);
     /* clang-format off */
     assert_string_equal(text,
-        "NODE  ROLE     EPOCH  LAST-LSN  COMMIT-LSN  PRIMARY  SYNC       LAG(records)  READY  URL\n"
-        "n1    primary  5      123       120         n1       sync(1/1)  -             yes    " U1 "\n"
-        "n2    standby  5      121       120         n1       -          4             yes    " U2 "\n"
+        "NODE  ROLE     EPOCH  LAST-LSN  COMMIT-LSN  PRIMARY  SYNC                        LAG(records)  READY  URL\n"
+        "n1    primary  5      123       120         n1       sync (1 in sync, 1 needed)  -             yes    " U1 "\n"
+        "n2    standby  5      121       120         n1       -                           4             yes    " U2 "\n"
         U3 "  unreachable: Connection refused\n"
         "\n"
         "standbys of n1:\n"
