@@ -882,6 +882,39 @@ static void random_fault_rounds(void **state)
     s->passed = true;
 }
 
+/* ---- 7. SIGTERM while switching over and while electing ---- */
+
+/* SIGTERM ends a node within the bound in the phases of a role change:
+ * the primary just after it was asked to switch over, then, with the next
+ * primary killed, the standby left alone, which has just lost its primary
+ * and asks for votes it cannot get. */
+static void sigterm_while_switching_over_and_electing(void **state)
+{
+    suite_t *s = *state;
+    bqc_view_t v0, v1;
+    char who[96];
+    for (size_t i = 0; i < NODES; i++)
+        s->c->node[i].admin_port = bqt_free_port(); /* for the switchover */
+    start_all(s);
+    size_t p = bqw_wait_settled(s->w, 0, &v0), t = (p + 1) % NODES;
+    bqw_start(s->w);
+    bqw_wait_acks(s->w, 50);
+    bqa_conn_t *a = switchover_send(s, p, t);
+    snprintf(who, sizeof who, "the primary %s, asked to switch over", name_of(s, p));
+    bqw_node_offer(s->w, p, false);
+    bqt_term_within(&s->c->node[p].srv, BQT_SIGTERM_BOUND_MS, who);
+    bqa_close(a);
+    size_t q = bqw_wait_primary(s->w, (int)p, &v1);
+    size_t r = 0 + 1 + 2 - p - q; /* the third node */
+    size_t lost = bqc_log_count(s->c, r, "replication: lost the primary", NULL);
+    bqw_node_kill(s->w, q);
+    bqc_wait_log(s->c, r, "replication: lost the primary", NULL, lost + 1, BQC_WAIT_MS);
+    snprintf(who, sizeof who, "the standby %s, its primary just lost", name_of(s, r));
+    bqw_node_offer(s->w, r, false);
+    bqt_term_within(&s->c->node[r].srv, BQT_SIGTERM_BOUND_MS, who);
+    s->passed = true;
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -893,6 +926,7 @@ int main(void)
         T(partitioned_primary_steps_aside),
         T(witness_breaks_the_tie),
         T(random_fault_rounds),
+        T(sigterm_while_switching_over_and_electing),
     };
     if (getenv("BQT_FILTER"))
         cmocka_set_test_filter(getenv("BQT_FILTER"));

@@ -1319,6 +1319,24 @@ static bool more_connections(void *arg)
     return bqt_proxy_connections(w->proxy) > w->above;
 }
 
+/* A pair whose standby (behind the fault proxy, --repl-timeout 1000) will
+ * need a resync of about 20 MB once away: small segments on the primary,
+ * 2,000 big jobs, the standby caught up. Returns the highest id. */
+static const char *const resync_pextra[] = {"-s", "65536", "--sync-fallback", "async",
+                                            "--sync-timeout", "200", NULL};
+static const char *const resync_bextra[] = {"--repl-timeout", "1000", NULL};
+static const opts_t resync_p = {"primary", "a", resync_pextra};
+static const opts_t resync_b = {"standby", "b", resync_bextra};
+
+static unsigned long long start_big_proxied_pair(suite_t *s, size_t *live)
+{
+    start_proxied_pair(s, &resync_p, &resync_b);
+    it_cmd(s->pfd, "use big\r\n", "USING big\r\n");
+    unsigned long long max = big_puts(s, 2000, 0, live);
+    wait_caught_up(s);
+    return max;
+}
+
 /* The standby, away long enough to need a resync of about 20 MB, comes back
  * through the fault proxy: its first connection is held before TLS
  * completes and the primary is killed; the primary comes back, and once
@@ -1328,36 +1346,78 @@ static bool more_connections(void *arg)
 static void primary_dies_mid_handshake_and_mid_resync(void **state)
 {
     suite_t *s = *state;
-    const char *const pextra[] = {"-s", "65536", "--sync-fallback", "async", "--sync-timeout",
-                                  "200", NULL};
-    const char *const bextra[] = {"--repl-timeout", "1000", NULL};
-    const opts_t p = {"primary", "a", pextra}, b = {"standby", "b", bextra};
+    const opts_t *p = &resync_p, *b = &resync_b;
     size_t live = 0;
-    start_proxied_pair(s, &p, &b);
-    it_cmd(s->pfd, "use big\r\n", "USING big\r\n");
-    unsigned long long max = big_puts(s, 2000, 0, &live);
-    wait_caught_up(s);
+    unsigned long long max = start_big_proxied_pair(s, &live);
     node_signal(s, B, SIGTERM);
     churn_past(s, primary_stat(s, "binlog-current-index"));
     conns_wait_t w = {s->proxy, bqt_proxy_connections(s->proxy)};
     bqt_proxy_set(s->proxy, BQT_PROXY_STALL);
-    node_start(s, B, &b);
+    node_start(s, B, b);
     assert_true(bqt_wait_until(more_connections, &w, WAIT_MS));
     node_signal(s, A, SIGKILL);
     bqt_proxy_set(s->proxy, BQT_PROXY_PASS);
     assert_int_equal(log_count(s, B, "replication: following the primary", NULL), 0);
-    primary_start(s, &p);
+    primary_start(s, p);
     wait_log(s, B, "resync: download started", NULL, 1);
     bqt_proxy_set(s->proxy, BQT_PROXY_STALL);
     node_signal(s, A, SIGKILL);
     assert_int_equal(log_count(s, B, "resync: download complete", NULL), 0);
     bqt_proxy_set(s->proxy, BQT_PROXY_PASS);
     wait_log(s, B, "replication: lost the primary", NULL, 1);
-    primary_start(s, &p);
+    primary_start(s, p);
     wait_log(s, B, "resync: download installed", NULL, 1);
     wait_log(s, B, "replication: following the primary", "start=resume", 1);
     wait_caught_up(s);
     assert_true(node_alive(s, B));
+    stop_and_compare(s, max, live);
+    s->passed = true;
+}
+
+/* ---- 11. SIGTERM in every phase of a standby's life ---- */
+
+/* SIGTERM to node i in phase: it must exit cleanly within the bound. */
+static void term_in_time(suite_t *s, int i, const char *phase)
+{
+    char who[96];
+    snprintf(who, sizeof who, "node %s %s", s->n[i].name, phase);
+    bqt_term_within(&s->n[i].srv, BQT_SIGTERM_BOUND_MS, who);
+}
+
+/* The standby is stopped with SIGTERM while streaming, while its
+ * connection is held before TLS completes, while its resync download
+ * stalls, and while it has no primary (killed): each time it exits
+ * cleanly within the bound, and in the end it holds what the primary
+ * holds. */
+static void sigterm_in_every_phase_exits_in_time(void **state)
+{
+    suite_t *s = *state;
+    const opts_t *p = &resync_p, *b = &resync_b;
+    size_t live = 0;
+    unsigned long long max = start_big_proxied_pair(s, &live);
+    term_in_time(s, B, "streaming");
+    churn_past(s, primary_stat(s, "binlog-current-index"));
+    conns_wait_t w = {s->proxy, bqt_proxy_connections(s->proxy)};
+    bqt_proxy_set(s->proxy, BQT_PROXY_STALL);
+    node_start(s, B, b);
+    assert_true(bqt_wait_until(more_connections, &w, WAIT_MS));
+    term_in_time(s, B, "in its handshake");
+    bqt_proxy_set(s->proxy, BQT_PROXY_PASS);
+    node_start(s, B, b);
+    wait_log(s, B, "resync: download started", NULL, 1);
+    bqt_proxy_set(s->proxy, BQT_PROXY_STALL);
+    term_in_time(s, B, "mid-resync");
+    assert_int_equal(log_count(s, B, "resync: download installed", NULL), 0);
+    bqt_proxy_set(s->proxy, BQT_PROXY_PASS);
+    node_start(s, B, b);
+    wait_log(s, B, "resync: download installed", NULL, 1);
+    wait_log(s, B, "replication: following the primary", "start=resume", 1);
+    wait_caught_up(s);
+    node_signal(s, A, SIGKILL);
+    wait_log(s, B, "replication: lost the primary", NULL, 1);
+    term_in_time(s, B, "with no primary");
+    primary_start(s, p);
+    node_start(s, B, b);
     stop_and_compare(s, max, live);
     s->passed = true;
 }
@@ -1378,6 +1438,7 @@ int main(void)
         T(cut_mid_frame),
         T(primary_dies_mid_handshake_and_mid_resync),
         T(promote_after_the_primary_died),
+        T(sigterm_in_every_phase_exits_in_time),
     };
     if (getenv("BQT_FILTER"))
         cmocka_set_test_filter(getenv("BQT_FILTER"));

@@ -481,6 +481,20 @@ int bqt_server_wait(bqt_server_t *s, int timeout_ms)
     }
 }
 
+long long bqt_term_within(bqt_server_t *s, int bound_ms, const char *who)
+{
+    long long t0 = bqt_now_ms();
+    bqt_server_signal(s, SIGTERM);
+    int status = bqt_server_wait(s, bound_ms);
+    if (status == -1)
+        fail_msg("%s did not exit within %d ms of SIGTERM", who, bound_ms);
+    if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+        fail_msg("%s did not exit cleanly after SIGTERM (status 0x%x)", who, status);
+    long long ms = bqt_now_ms() - t0;
+    fprintf(stderr, "%s: exited %lld ms after SIGTERM\n", who, ms);
+    return ms;
+}
+
 static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
     (void)sb;

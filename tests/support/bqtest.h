@@ -49,6 +49,14 @@ void bqt_server_signal(bqt_server_t *s, int sig);
  * or -1 on timeout. */
 int bqt_server_wait(bqt_server_t *s, int timeout_ms);
 
+/* The bound within which SIGTERM must end a node in any phase
+ * (docs/operations.md, "Stopping"). */
+#define BQT_SIGTERM_BOUND_MS 5000
+
+/* Sends SIGTERM to s and fails the test (naming who) unless it exits with
+ * status 0 within bound_ms; returns how long it took (ms), also printed. */
+long long bqt_term_within(bqt_server_t *s, int bound_ms, const char *who);
+
 /* SIGTERM, wait up to 5 s, then SIGKILL; removes the temporary directory.
  * Safe to call twice. */
 void bqt_server_stop(bqt_server_t *s);
