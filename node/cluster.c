@@ -855,6 +855,12 @@ void bq_cluster_close(bq_cluster_t *c)
     if (!c || c->closing)
         return;
     c->closing = true;
+    if (c->handover.done) { /* a switchover in progress: its caller's handle must be answered */
+        bq_cluster_done_cb done = c->handover.done;
+        c->handover.done = NULL;
+        c->handover.to = -1;
+        done(c->handover.arg, 503, "switchover abandoned: this node is shutting down");
+    }
     if (c->status.data)
         uv_close((uv_handle_t *)&c->status, NULL);
     if (c->restart.data)
