@@ -860,6 +860,7 @@ void bq_cluster_close(bq_cluster_t *c)
         c->handover.done = NULL;
         c->handover.to = -1;
         done(c->handover.arg, 503, "switchover abandoned: this node is shutting down");
+        /* (the admin server stopped first: the answer only frees the handle) */
     }
     if (c->status.data)
         uv_close((uv_handle_t *)&c->status, NULL);
