@@ -1,9 +1,9 @@
 /* The binlog's fdatasync on a thread of its own. libuv's threadpool is
- * shared: name lookups (uv_getaddrinfo) run there too, and four lookups
- * that hang (a resolver that never answers, 60 s and more) would hold every
- * pool thread, so an fsync queued behind them, and every reply waiting for
- * it, would wait as long. One fdatasync at a time; its result is delivered
- * on the loop thread.
+ * shared by whatever the process queues there (uv_getaddrinfo lookups did,
+ * before replication/resolve.c): four jobs that hang (a resolver that never
+ * answers, 60 s and more) would hold every pool thread, so an fsync queued
+ * behind them, and every reply waiting for it, would wait as long. One
+ * fdatasync at a time; its result is delivered on the loop thread.
  *
  * Ownership: the caller owns the struct (embedded, not allocated here). The
  * order is init, any number of start/callback pairs, stop (on the loop),
