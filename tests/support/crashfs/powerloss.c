@@ -544,10 +544,18 @@ static void usage(void)
     exit(2);
 }
 
-int main(int argc, char **argv)
+/* The command line. */
+typedef struct opts {
+    const char *save, *root, *state;
+    bool dry, notes;
+    enum tear tear;
+} opts_t;
+
+/* Parses argv into *o (exits with the usage on a mistake); seeds rng. */
+static void parse_args(int argc, char **argv, opts_t *o)
 {
-    const char *tear_arg = "none", *save = NULL, *rootarg = NULL, *statearg = NULL;
-    bool dry = false, notes = false;
+    const char *tear_arg = "none";
+    *o = (opts_t){0};
     rng = 88172645463325252ull;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc)
@@ -555,43 +563,39 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--tear") == 0 && i + 1 < argc)
             tear_arg = argv[++i];
         else if (strcmp(argv[i], "--save-journal") == 0 && i + 1 < argc)
-            save = argv[++i];
+            o->save = argv[++i];
         else if (strcmp(argv[i], "--dry-run") == 0)
-            dry = true;
+            o->dry = true;
         else if (strcmp(argv[i], "--notes") == 0)
-            notes = true;
+            o->notes = true;
         else if (argv[i][0] == '-')
             usage();
-        else if (!rootarg)
-            rootarg = argv[i];
-        else if (!statearg)
-            statearg = argv[i];
+        else if (!o->root)
+            o->root = argv[i];
+        else if (!o->state)
+            o->state = argv[i];
         else
             usage();
     }
-    if (!rootarg)
+    if (!o->root)
         usage();
     rng |= 1;
     for (int i = 0; i < 8; i++)
         next_rand();
-    enum tear t;
-    if (strcmp(tear_arg, "random") == 0)
-        t = (enum tear)rand_below(5);
-    else {
-        for (t = TEAR_NONE; t <= TEAR_SECTORS; t++)
-            if (strcmp(tear_arg, tear_names[t]) == 0)
-                break;
-        if (t > TEAR_SECTORS)
-            usage();
+    if (strcmp(tear_arg, "random") == 0) {
+        o->tear = (enum tear)rand_below(5);
+        return;
     }
+    for (o->tear = TEAR_NONE; o->tear <= TEAR_SECTORS; o->tear++)
+        if (strcmp(tear_arg, tear_names[o->tear]) == 0)
+            return;
+    usage();
+}
 
-    char root[PATH_MAX], state[PATH_MAX + 16], jpath[PATH_MAX + 32];
-    if (!realpath(rootarg, root))
-        fatal("%s: %s", rootarg, strerror(errno));
-    snprintf(state, sizeof state, "%s", statearg ? statearg : "");
-    if (!statearg)
-        snprintf(state, sizeof state, "%s.crashfs", root);
-    snprintf(jpath, sizeof jpath, "%s/" CFS_JOURNAL_NAME, state);
+/* Replays the journal at jpath, which must describe root, and collects
+ * the durable tree into outs. */
+static void load_durable(const char *root, const char *jpath, bool notes, stats_t *st)
+{
     uint64_t jlen = 0;
     int jfd = open(jpath, O_RDONLY | O_CLOEXEC);
     if (jfd < 0)
@@ -599,30 +603,29 @@ int main(int argc, char **argv)
               strerror(errno), root);
     unsigned char *jbuf = read_file(jfd, jpath, &jlen);
     close(jfd);
-    stats_t st = {0, 0};
-    uint64_t root_ino = replay(jbuf, jlen, notes, &st);
+    uint64_t root_ino = replay(jbuf, jlen, notes, st);
     free(jbuf);
     struct stat rst;
     if (stat(root, &rst) != 0 || (uint64_t)rst.st_ino != root_ino)
         fatal("the journal describes another %s (inode %" PRIu64 ")", root, root_ino);
-    size_t root_fid = map_ino(root_ino, true);
-    collect(root_fid, "", 0);
+    collect(map_ino(root_ino, true), "", 0);
+}
 
-    int rfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (rfd < 0)
-        fatal("%s: %s", root, strerror(errno));
-    size_t files = 0, dirs = 0;
-    uint64_t durable = 0;
+/* Gives every file of outs its durable content and, when the real file at
+ * its name is the same file, what is there now (which a tear may keep in
+ * part). Counts files, directories and durable bytes. */
+static void prepare_outputs(int rfd, size_t *files, size_t *dirs, uint64_t *durable)
+{
     for (size_t i = 0; i < nouts; i++) {
         out_t *o = &outs[i];
         fobj_t *f = &objs[o->fid];
         struct stat s;
         if (f->dir) {
-            dirs++;
+            ++*dirs;
             continue;
         }
-        files++;
-        durable += f->size;
+        ++*files;
+        *durable += f->size;
         o->size = f->size;
         o->data = xrealloc(NULL, (size_t)f->size);
         if (f->size)
@@ -635,59 +638,96 @@ int main(int argc, char **argv)
             o->has_real = true;
         }
     }
-    char what[PATH_MAX + 256];
-    uint64_t torn = apply_tear(t, what, sizeof what);
+}
 
-    /* Accounting against the tree as it is now. */
+/* What the power loss changes, against the tree as it is now. */
+typedef struct account {
+    size_t removed, restored;
+    uint64_t dropped;
+} account_t;
+
+static account_t account_changes(int rfd)
+{
+    account_t a = {0, 0, 0};
     realent_t *reals = NULL;
-    size_t nreal = 0, capreal = 0, removed = 0, restored = 0;
-    uint64_t dropped = 0;
+    size_t nreal = 0, capreal = 0;
     walk_real(rfd, "", &reals, &nreal, &capreal, 0);
     for (size_t i = 0; i < nreal; i++) {
         const out_t *o = find_out(reals[i].rel);
         if (!o || objs[o->fid].dir != reals[i].dir)
-            removed++;
+            a.removed++;
         if (reals[i].dir || (o && objs[o->fid].dir))
             continue;
         uint64_t rs;
         unsigned char *rb = read_file(rfd, reals[i].rel, &rs);
         uint64_t n = o && o->size > rs ? o->size : rs;
         for (uint64_t k = 0; k < n; k++)
-            dropped += at(rb, rs, k) != (o ? at(o->data, o->size, k) : 0);
+            a.dropped += at(rb, rs, k) != (o ? at(o->data, o->size, k) : 0);
         free(rb);
     }
     for (size_t i = 0; i < nouts; i++) {
         bool found = false;
         for (size_t k = 0; k < nreal && !found; k++)
             found = strcmp(reals[k].rel, outs[i].rel) == 0;
-        restored += !found;
+        a.restored += !found;
     }
+    for (size_t i = 0; i < nreal; i++)
+        free(reals[i].rel);
+    free(reals);
+    return a;
+}
 
-    if (!dry) {
-        wipe(rfd);
-        for (size_t i = 0; i < nouts; i++) { /* parents come before their entries */
-            fobj_t *f = &objs[outs[i].fid];
-            if (f->dir) {
-                if (mkdirat(rfd, outs[i].rel, f->mode & 07777) != 0)
-                    fatal("cannot create %s: %s", outs[i].rel, strerror(errno));
-            } else {
-                write_file(rfd, &outs[i], f->mode);
-            }
+/* Rewrites the tree under rfd to outs, then removes the journal (or
+ * moves it to save). */
+static void rewrite(int rfd, const char *jpath, const char *save)
+{
+    wipe(rfd);
+    for (size_t i = 0; i < nouts; i++) { /* parents come before their entries */
+        fobj_t *f = &objs[outs[i].fid];
+        if (f->dir) {
+            if (mkdirat(rfd, outs[i].rel, f->mode & 07777) != 0)
+                fatal("cannot create %s: %s", outs[i].rel, strerror(errno));
+        } else {
+            write_file(rfd, &outs[i], f->mode);
         }
-        if (save ? rename(jpath, save) != 0 : unlink(jpath) != 0)
-            fatal("cannot remove the journal %s: %s", jpath, strerror(errno));
     }
+    if (save ? rename(jpath, save) != 0 : unlink(jpath) != 0)
+        fatal("cannot remove the journal %s: %s", jpath, strerror(errno));
+}
+
+int main(int argc, char **argv)
+{
+    opts_t o;
+    parse_args(argc, argv, &o);
+    char root[PATH_MAX], state[PATH_MAX + 16], jpath[PATH_MAX + 32];
+    if (!realpath(o.root, root))
+        fatal("%s: %s", o.root, strerror(errno));
+    snprintf(state, sizeof state, "%s", o.state ? o.state : "");
+    if (!o.state)
+        snprintf(state, sizeof state, "%s.crashfs", root);
+    snprintf(jpath, sizeof jpath, "%s/" CFS_JOURNAL_NAME, state);
+    stats_t st = {0, 0};
+    load_durable(root, jpath, o.notes, &st);
+
+    int rfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (rfd < 0)
+        fatal("%s: %s", root, strerror(errno));
+    size_t files = 0, dirs = 0;
+    uint64_t durable = 0;
+    prepare_outputs(rfd, &files, &dirs, &durable);
+    char what[PATH_MAX + 256];
+    uint64_t torn = apply_tear(o.tear, what, sizeof what);
+    account_t a = account_changes(rfd);
+    if (!o.dry)
+        rewrite(rfd, jpath, o.save);
     close(rfd);
     printf("crashfs-powerloss: files=%zu dirs=%zu durable_bytes=%" PRIu64 " dropped_bytes=%" PRIu64
            " removed=%zu restored=%zu syncs=%" PRIu64 " max_sync_us=%" PRIu64
            " tear=%s torn_bytes=%" PRIu64 "%s\n",
-           files, dirs, durable, dropped, removed, restored, st.syncs, st.max_sync_ns / 1000,
-           tear_names[t], torn, dry ? " (dry run: nothing changed)" : "");
-    if (t != TEAR_NONE)
+           files, dirs, durable, a.dropped, a.removed, a.restored, st.syncs, st.max_sync_ns / 1000,
+           tear_names[o.tear], torn, o.dry ? " (dry run: nothing changed)" : "");
+    if (o.tear != TEAR_NONE)
         printf("crashfs-powerloss: tear: %s\n", what);
-    for (size_t i = 0; i < nreal; i++)
-        free(reals[i].rel);
-    free(reals);
     release_all();
     return 0;
 }
