@@ -271,6 +271,22 @@ static unsigned vote(bq_election_t *e, int64_t now, size_t from, const bq_el_req
     return eff;
 }
 
+/* A request refused because the candidate's log is behind ours: when no
+ * primary is heard from, we hold what it lacks and may stand, so we stand
+ * at once instead of at our random deadline (a second or two later, after
+ * the candidate's own deadline let it down); asking is harmless, a PreVote
+ * changes nothing. A candidacy of ours in progress is left alone. */
+static void stand_sooner(bq_election_t *e, int64_t now, const bq_el_request_t *req,
+                         bq_el_pos_t mine)
+{
+    if (!stands(e) || within(e, e->heard_at, now) || bq_el_pos_cmp(req->last, mine) >= 0 ||
+        bq_el_pos_cmp(mine, e->floor) < 0 ||
+        (e->role != BQ_EL_FOLLOWER && e->role != BQ_EL_PRECANDIDATE))
+        return;
+    if (e->deadline > now)
+        e->deadline = now;
+}
+
 unsigned bq_el_on_request(bq_election_t *e, int64_t now, size_t from, const bq_el_request_t *req,
                           bq_el_pos_t mine, bq_el_reply_t *reply)
 {
@@ -283,6 +299,8 @@ unsigned bq_el_on_request(bq_election_t *e, int64_t now, size_t from, const bq_e
                  !within(e, e->heard_at, now) && !bq_el_may_ack(e, now);
         else
             eff = vote(e, now, from, req, mine, &ok);
+        if (!ok)
+            stand_sooner(e, now, req, mine);
     }
     reply->epoch = ok ? req->epoch : e->epoch;
     reply->prevote = req->prevote;

@@ -157,7 +157,9 @@ unsigned bq_el_tick(bq_election_t *e, int64_t now, bq_el_pos_t mine);
 bq_el_request_t bq_el_current_request(const bq_election_t *e, bq_el_pos_t mine);
 
 /* Voter `from` asks for a vote; fills *reply and returns effects (a higher
- * epoch in a real request is adopted, and a primary steps down). */
+ * epoch in a real request is adopted, and a primary steps down). Refused
+ * because the candidate's log is behind ours, with no primary heard from,
+ * a node that may stand moves its deadline to now (bq_el_next_deadline). */
 unsigned bq_el_on_request(bq_election_t *e, int64_t now, size_t from, const bq_el_request_t *req,
                           bq_el_pos_t mine, bq_el_reply_t *reply);
 

@@ -646,6 +646,61 @@ static void test_single_voter(void **state)
     assert_int_equal(e.role, BQ_EL_PRIMARY);
 }
 
+/* A voter that refuses a candidate whose log is behind its own stands at
+ * once when no primary is heard from (not at its random deadline), and
+ * not while one is, nor as a candidate, nor below its floor. */
+static void test_better_log_stands_sooner(void **state)
+{
+    (void)state;
+    bq_election_t e;
+    bq_el_config_t c = config(3, 0, true, true);
+    bq_el_pos_t mine = pos(2, 40);
+    bool accept;
+    int64_t d;
+
+    bq_el_init(&e, &c, 2, -1, 1, 0);
+    /* Within the timeout of the start it could still hear a primary. */
+    assert_false(ask(&e, T / 2, 1, 3, true, pos(2, 30), mine, NULL));
+    assert_true(e.deadline >= T);
+    /* Past it: behind ours, so it stands now... */
+    assert_false(ask(&e, T + 1, 1, 3, true, pos(2, 30), mine, NULL));
+    assert_int_equal(e.deadline, T + 1);
+    assert_int_equal(bq_el_tick(&e, T + 1, mine), BQ_EL_REQUEST);
+    assert_int_equal(e.role, BQ_EL_PRECANDIDATE);
+    /* ...also as a precandidate whose round a voter let down. */
+    assert_false(ask(&e, T + 5, 1, 3, true, pos(2, 30), mine, NULL));
+    assert_int_equal(e.deadline, T + 5);
+    /* Equal logs: the vote is the candidate's, nothing moves. */
+    bq_el_init(&e, &c, 2, -1, 1, 0);
+    d = e.deadline;
+    assert_true(ask(&e, T + 1, 1, 3, true, mine, mine, NULL));
+    assert_int_equal(e.deadline, d);
+    /* A live primary: no. */
+    bq_el_init(&e, &c, 2, -1, 1, 0);
+    bq_el_on_primary(&e, 5 * T, 2, 2, &accept);
+    assert_true(accept);
+    d = e.deadline;
+    assert_false(ask(&e, 5 * T + 10, 1, 3, true, pos(2, 30), mine, NULL));
+    assert_int_equal(e.deadline, d);
+    /* A candidate keeps its own election going. */
+    bq_el_init(&e, &c, 2, -1, 1, 0);
+    assert_int_equal(bq_el_campaign(&e, 2 * T), BQ_EL_PERSIST | BQ_EL_REQUEST);
+    d = e.deadline;
+    assert_false(ask(&e, 4 * T, 1, 3, true, pos(2, 30), mine, NULL));
+    assert_int_equal(e.deadline, d);
+    /* Below its floor it would not vote for itself either. */
+    bq_el_init(&e, &c, 2, -1, 1, 0);
+    bq_el_raise_floor(&e, pos(2, 50));
+    d = e.deadline;
+    assert_false(ask(&e, T + 1, 1, 3, true, pos(2, 30), mine, NULL));
+    assert_int_equal(e.deadline, d);
+    /* A witness never stands. */
+    c = config(3, 0, false, true);
+    bq_el_init(&e, &c, 2, -1, 1, 0);
+    assert_false(ask(&e, T + 1, 1, 3, true, pos(2, 30), mine, NULL));
+    assert_int_equal(bq_el_next_deadline(&e), INT64_MAX);
+}
+
 static void test_below_floor_does_not_stand(void **state)
 {
     (void)state;
@@ -1234,6 +1289,7 @@ int main(void)
         cmocka_unit_test(test_pause_without_tick),
         cmocka_unit_test(test_manual_mode),
         cmocka_unit_test(test_single_voter),
+        cmocka_unit_test(test_better_log_stands_sooner),
         cmocka_unit_test(test_below_floor_does_not_stand),
         cmocka_unit_test(test_epoch_ceiling),
         cmocka_unit_test(test_bad_indices),
