@@ -2,7 +2,8 @@
  * tests/support/fakedns.h holding them, the server pointed at it with
  * BQ_TEST_DNS_SERVERS, peers named *.hang.test) must not hold what has
  * nothing to do with them: a primary's start-up, its fsyncs and the
- * replies that wait for them, and shutdown. The server runs with
+ * replies that wait for them, shutdown, and a failover while the dead
+ * primary's name alone goes unanswered. The server runs with
  * UV_THREADPOOL_SIZE=1, so that nothing queued on libuv's pool would help
  * if lookups ran there. */
 #include <errno.h>
@@ -25,6 +26,8 @@
 #include "tests/support/bqtest.h"
 #include "tests/support/cluster.h"
 #include "tests/support/fakedns.h"
+#include "tests/support/history.h"
+#include "tests/support/workload.h"
 
 #define PUTS 20
 #define PUT_MS 10000 /* the first put waits out --sync-timeout (2 s): no standby */
@@ -140,11 +143,100 @@ static void auto_node_stops_while_lookups_hang(void **state)
     stops_in_time(f);
 }
 
+/* ---- a failover while the dead primary's name hangs ---- */
+
+#define FO_NODES 3
+#define FO_MAX_MS 5000 /* kill -9 to a put acknowledged (about 1.6 s; the hang was 60 s) */
+
+typedef struct fo {
+    bqc_cluster_t *c;
+    bqw_t *w;
+    bqt_dns_t *dns;
+    bool passed;
+} fo_t;
+
+static int setup_fo(void **state)
+{
+    static const char *const names[FO_NODES] = {"n1", "n2", "n3"};
+    fo_t *f = calloc(1, sizeof *f);
+    if (!f)
+        return -1;
+    f->dns = bqt_dns_start();
+    f->c = f->dns ? bqc_new("bq-hung-fo", FO_NODES, names, NULL) : NULL;
+    f->w = f->c ? bqw_new(f->c, "hung", 2) : NULL;
+    if (!f->w) {
+        bqc_finish(f->c, true);
+        bqt_dns_stop(f->dns);
+        free(f);
+        return -1;
+    }
+    snprintf(f->c->peer_domain, sizeof f->c->peer_domain, "dns.test");
+    *state = f;
+    return 0;
+}
+
+static int teardown_fo(void **state)
+{
+    fo_t *f = *state;
+    bqw_stop(f->w);
+    bqc_finish(f->c, f->passed);
+    bqw_free(f->w);
+    bqt_dns_stop(f->dns);
+    free(f);
+    return 0;
+}
+
+/* Three nodes with automatic failover whose peers are names (n1.dns.test)
+ * answered by the test's DNS server. The primary is killed and, from just
+ * before, lookups of its name are never answered (a dead pod's name in a
+ * slow or stale resolver, as in issue 14, where they held a failover for
+ * 60 s): the survivors still elect a new primary in the usual time, the
+ * other standby streams from it, -f 0 puts are acknowledged (their fsyncs
+ * are not held), the survivors keep asking for the dead name, SIGTERM
+ * ends each within the bound, and the history checker finds nothing lost. */
+static void failover_while_the_dead_name_hangs(void **state)
+{
+    fo_t *f = *state;
+    static const char *const flags[] = {"--role=standby", "--failover=auto", "-f", "0", NULL};
+    char dns[32];
+    bqc_view_t v;
+    snprintf(dns, sizeof dns, "127.0.0.1:%d", bqt_dns_port(f->dns));
+    setenv("BQ_TEST_DNS_SERVERS", dns, 1);
+    for (size_t i = 0; i < FO_NODES; i++)
+        bqw_node_up(f->w, i, flags);
+    unsetenv("BQ_TEST_DNS_SERVERS");
+    bqw_start(f->w);
+    size_t p = bqw_wait_settled(f->w, 0, &v);
+    bqw_wait_acks(f->w, 50);
+    bqt_dns_drop(f->dns, f->c->node[p].name);
+    size_t before = bqt_dns_queries(f->dns);
+    bqw_node_kill(f->w, p);
+    uint64_t t0 = bqw_recovery_arm(f->w);
+    long long ms = bqw_recovery_wait(f->w, t0, "killing the primary whose name hangs");
+    size_t q = bqw_wait_primary(f->w, (int)p, &v);
+    size_t other = 3 - p - q;
+    bqw_wait_streaming(f->w, other, false);
+    bqw_wait_acks(f->w, 50);
+    fprintf(stderr, "failover with %s's name unanswered: %lld ms (%s is primary, %s streams)\n",
+            f->c->node[p].name, ms, f->c->node[q].name, f->c->node[other].name);
+    assert_true(ms < FO_MAX_MS);
+    /* The survivors really asked for the dead name (and got no answer). */
+    long long until = bqt_now_ms() + 5000;
+    while (bqt_dns_queries(f->dns) <= before && bqt_now_ms() < until)
+        nanosleep(&(struct timespec){0, 20000000}, NULL);
+    assert_true(bqt_dns_queries(f->dns) > before);
+    bqw_check(f->w, q, NULL, NULL);
+    bqt_term_within(&f->c->node[other].srv, BQT_SIGTERM_BOUND_MS, "a standby, a lookup hanging");
+    bqt_term_within(&f->c->node[q].srv, BQT_SIGTERM_BOUND_MS, "the primary, a lookup hanging");
+    f->passed = true;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(primary_fsyncs_while_lookups_hang, setup, teardown),
         cmocka_unit_test_setup_teardown(auto_node_stops_while_lookups_hang, setup, teardown),
+        cmocka_unit_test_setup_teardown(failover_while_the_dead_name_hangs, setup_fo, teardown_fo),
     };
     if (getenv("BQT_FILTER"))
         cmocka_set_test_filter(getenv("BQT_FILTER"));

@@ -150,7 +150,7 @@ void bqc_start(bqc_cluster_t *c, size_t i, const char *const *extra)
 {
     bqc_node_t *nd = &c->node[i];
     const char *args[48];
-    char peers[BQC_MAX_NODES][64], cert[200], key[200], ca[200], admin[32];
+    char peers[BQC_MAX_NODES][112], cert[200], key[200], ca[200], admin[32];
     size_t k = 0;
     args[k++] = "-b";
     args[k++] = nd->bdir;
@@ -158,7 +158,11 @@ void bqc_start(bqc_cluster_t *c, size_t i, const char *const *extra)
     args[k++] = nd->name;
     for (size_t j = 0; j < c->n; j++) {
         int port = j != i && c->route[i][j] ? c->route[i][j] : c->node[j].repl_port;
-        snprintf(peers[j], sizeof peers[j], "%s=127.0.0.1:%d", c->node[j].name, port);
+        if (c->peer_domain[0] && j != i) /* its own entry is where it listens */
+            snprintf(peers[j], sizeof peers[j], "%s=%s.%s:%d", c->node[j].name, c->node[j].name,
+                     c->peer_domain, port);
+        else
+            snprintf(peers[j], sizeof peers[j], "%s=127.0.0.1:%d", c->node[j].name, port);
         args[k++] = "--peer";
         args[k++] = peers[j];
     }

@@ -46,6 +46,10 @@ typedef struct bqc_cluster {
     /* route[i][j]: the port node i is given for node j in its --peer list;
      * 0 means node j's repl_port. Set before starting node i. */
     int route[BQC_MAX_NODES][BQC_MAX_NODES];
+    /* "": peers are given as 127.0.0.1; else as <name>.<domain>, resolved
+     * through the DNS server of BQ_TEST_DNS_SERVERS (tests/support/fakedns.h,
+     * which the test sets in its environment before starting nodes). */
+    char peer_domain[32];
 } bqc_cluster_t;
 
 /* The cluster keys of one `stats` reply. */

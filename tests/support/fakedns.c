@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -25,6 +26,7 @@ struct bqt_dns {
     pthread_t thread;
     pthread_mutex_t lock;
     bool hold, quit;
+    char drop[64]; /* queries for names whose first label is this are never answered */
     size_t queries;
     query_t held[HELD_MAX];
     size_t nheld;
@@ -66,6 +68,13 @@ static void answer(const bqt_dns_t *d, const query_t *q)
     sendto(d->fd, out, n, 0, (const struct sockaddr *)&q->from, sizeof q->from);
 }
 
+/* Whether q asks about a name whose first label is label ("" never). */
+static bool first_label_is(const query_t *q, const char *label)
+{
+    size_t n = strlen(label);
+    return n > 0 && q->len > 13 + n && q->pkt[12] == n && memcmp(q->pkt + 13, label, n) == 0;
+}
+
 static void *serve(void *arg)
 {
     bqt_dns_t *d = arg;
@@ -87,11 +96,12 @@ static void *serve(void *arg)
         q.len = (size_t)len;
         pthread_mutex_lock(&d->lock);
         d->queries++;
-        bool keep = d->hold && d->nheld < HELD_MAX;
+        bool drop = first_label_is(&q, d->drop);
+        bool keep = !drop && d->hold && d->nheld < HELD_MAX;
         if (keep)
             d->held[d->nheld++] = q;
         pthread_mutex_unlock(&d->lock);
-        if (!keep)
+        if (!keep && !drop)
             answer(d, &q);
     }
 }
@@ -136,6 +146,13 @@ void bqt_dns_hold(bqt_dns_t *d, bool hold)
         answer(d, &d->held[i]);
     if (!hold)
         d->nheld = 0;
+    pthread_mutex_unlock(&d->lock);
+}
+
+void bqt_dns_drop(bqt_dns_t *d, const char *label)
+{
+    pthread_mutex_lock(&d->lock);
+    snprintf(d->drop, sizeof d->drop, "%s", label ? label : "");
     pthread_mutex_unlock(&d->lock);
 }
 

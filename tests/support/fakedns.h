@@ -22,7 +22,12 @@ int bqt_dns_port(const bqt_dns_t *d);
  * answered now, and later ones at once. */
 void bqt_dns_hold(bqt_dns_t *d, bool hold);
 
-/* Queries received so far (answered or held). */
+/* Queries from now on about names whose first label is label ("n1" for
+ * n1.dns.test) are never answered, as a resolver that has lost a dead
+ * pod's name behaves; NULL or "": none. */
+void bqt_dns_drop(bqt_dns_t *d, const char *label);
+
+/* Queries received so far (answered, held or dropped). */
 size_t bqt_dns_queries(bqt_dns_t *d);
 
 /* Stops the thread, closes the socket and frees d. NULL is a no-op. */
