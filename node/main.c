@@ -9,13 +9,13 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "cluster_tls.h"
-#include "failover.h"
-#include "flags.h"
-#include "import.h"
-#include "log.h"
-#include "process.h"
-#include "server.h"
+#include "node/cluster/tls.h"
+#include "node/cluster/failover.h"
+#include "node/base/flags.h"
+#include "node/binlog/import.h"
+#include "node/base/log.h"
+#include "node/process.h"
+#include "node/server.h"
 
 static bq_server_t server;
 

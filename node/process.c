@@ -1,7 +1,7 @@
 /* One-time process set-up around the server: resource limits, signals that
  * must not kill us, the -u privilege drop (after the socket is bound, so a
  * privileged port works) and the -b directory check. */
-#include "process.h"
+#include "node/process.h"
 
 #include <errno.h>
 #include <pwd.h>
@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "node/base/log.h"
 
 void bq_process_raise_nofile(void)
 {

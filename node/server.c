@@ -4,15 +4,15 @@
  * logged), flushes every connection with new output (one write each) and
  * re-arms the timer to the engine's next due time. SIGUSR1 turns on drain
  * mode; SIGTERM and SIGINT close everything and let uv_run return. */
-#include "server.h"
+#include "node/server.h"
 
 #include <signal.h>
 #include <string.h>
 
-#include "admin_routes.h"
-#include "clock.h"
-#include "conn.h"
-#include "metrics_counters.h"
+#include "node/admin/routes.h"
+#include "node/base/clock.h"
+#include "node/client/conn.h"
+#include "node/base/counters.h"
 
 /* A standby runs no timers: its engine changes only by the primary's records. */
 static bool standby(const bq_server_t *s)

@@ -6,16 +6,16 @@
 #include <stdbool.h>
 #include <uv.h>
 
-#include "admin.h"
-#include "binlog.h"
-#include "cluster.h"
-#include "failover.h"
-#include "flags.h"
-#include "list.h"
-#include "listen.h"
-#include "log.h"
+#include "node/admin/admin.h"
+#include "node/binlog/binlog.h"
+#include "node/cluster/cluster.h"
+#include "node/cluster/failover.h"
+#include "node/base/flags.h"
+#include "node/base/list.h"
+#include "node/client/listen.h"
+#include "node/base/log.h"
 #include "protocol/engine.h"
-#include "sysinfo.h"
+#include "node/base/sysinfo.h"
 
 /* Start-up failures of bq_server_init, mapped to beanstalkd's exit codes. */
 enum {

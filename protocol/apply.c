@@ -7,7 +7,7 @@
  * recorded and never bumped (beanstalkd's replay bumped `buries`, upstream
  * issue 668); records about a job that no longer exists (its full record
  * compacted away, or already deleted) are ignored, as in beanstalkd. */
-#include "engine_internal.h"
+#include "protocol/engine_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -10,7 +10,7 @@
  * exactly the jobs of the records before it. The job table is an open
  * addressing hash that shrinks as jobs are deleted, so memory follows the
  * live jobs, not the length of the log. */
-#include "beanstalkd_v7.h"
+#include "protocol/beanstalkd_v7.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine.h"
-#include "parse.h"
+#include "protocol/engine.h"
+#include "protocol/parse.h"
 
 /* Jobrec field offsets (x86_64 layout, with its padding). */
 enum {

@@ -1,7 +1,7 @@
 /* Clients: opening and closing the engine's view of a connection, and the
  * waiting state of a blocked reserve (registered in every watched tube's
  * waiting set, so that a job arriving in any of them finds the client). */
-#include "engine_internal.h"
+#include "protocol/engine_internal.h"
 
 #include <stdlib.h>
 

@@ -4,7 +4,7 @@
  * arguments parse) and then follows beanstalkd 1.13's reply rules, without
  * the reference's known bugs: a failed release or bury leaves the job
  * reserved instead of orphaning it. */
-#include "engine_internal.h"
+#include "protocol/engine_internal.h"
 
 #include <inttypes.h>
 

@@ -1,7 +1,7 @@
 /* Engine lifetime and settings: creation with the `default` tube, teardown
  * of everything still alive, drain mode and the job size limit. The
  * commands live in commands.c and put.c, the timers in timers.c. */
-#include "engine_internal.h"
+#include "protocol/engine_internal.h"
 
 #include <stdlib.h>
 

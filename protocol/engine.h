@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "parse.h"
+#include "protocol/parse.h"
 
 #define BQ_NS_PER_S INT64_C(1000000000)
 /* Default and largest -z value (beanstalkd's). */

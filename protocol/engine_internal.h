@@ -23,8 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine.h"
-#include "heap.h"
+#include "protocol/engine.h"
+#include "protocol/heap.h"
 
 /* A uint32_t position outside any heap or set (BQ_HEAP_NOPOS truncated). */
 #define BQ_NOPOS UINT32_MAX

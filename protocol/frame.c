@@ -2,7 +2,7 @@
  * layout whatever the host, a CRC-32C over everything but the checksum
  * itself: the CPU's crc32 instruction on x86-64 with SSE4.2, else a
  * slicing-by-8 table that needs no CPU feature. */
-#include "frame.h"
+#include "protocol/frame.h"
 
 #include <string.h>
 

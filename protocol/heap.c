@@ -1,7 +1,7 @@
 /* Binary min-heap of pointers with position tracking (see heap.h). Used for
  * the per-tube ready/delay/buried queues, each client's reservations and
  * ready-tube index, and the engine's timer queues. */
-#include "heap.h"
+#include "protocol/heap.h"
 
 #include <stdlib.h>
 

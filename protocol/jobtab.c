@@ -2,7 +2,7 @@
  * backward-shift deletion, so lookups stay O(1) with no per-job chain
  * pointer. Fibonacci hashing spreads the sequential ids evenly. The table
  * grows at 3/4 load and shrinks below 1/16. */
-#include "engine_internal.h"
+#include "protocol/engine_internal.h"
 
 #include <stdlib.h>
 

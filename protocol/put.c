@@ -2,7 +2,7 @@
  * the checks that beanstalkd makes on the command line, in its order, and
  * allocates the job (taking its id, as beanstalkd does); bq_engine_put_finish()
  * runs the checks on the completed body and stores the job. */
-#include "engine_internal.h"
+#include "protocol/engine_internal.h"
 
 #include <inttypes.h>
 #include <stdlib.h>

@@ -8,7 +8,7 @@
  *
  * Applying: bq_engine_apply() turns a record back into the same state; it is
  * the one code path for binlog replay and for standbys. */
-#include "engine_internal.h"
+#include "protocol/engine_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -7,12 +7,12 @@
  * mishandles: a CRLF split across the 224-byte boundary of a discarded line
  * still ends it (the reference swallowed the next command), and a stray CR
  * inside a line does not hide the CRLF that follows it. */
-#include "session.h"
+#include "protocol/session.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine_internal.h"
+#include "protocol/engine_internal.h"
 
 typedef enum {
     S_COMMAND, /* reading a command line */

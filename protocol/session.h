@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "engine.h"
+#include "protocol/engine.h"
 
 typedef struct bq_session bq_session_t;
 

@@ -2,7 +2,7 @@
  * list-tubes-watched, byte for byte as beanstalkd 1.13 prints them: same
  * keys, same order, strings quoted where 1.13 quotes them (list items never
  * are). Each reply is "OK <n>\r\n" + body + "\r\n", n excluding that CRLF. */
-#include "engine_internal.h"
+#include "protocol/engine_internal.h"
 
 #include <inttypes.h>
 #include <stdio.h>

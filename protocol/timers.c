@@ -7,7 +7,7 @@
  * first, then delayed jobs in deadline order, each followed by a hand-out of
  * the best ready jobs to waiters across the affected tubes (its
  * process_queue), then clients. Nothing here scans all tubes or clients. */
-#include "engine_internal.h"
+#include "protocol/engine_internal.h"
 
 static const bq_job_t *delay_top(const void *t)
 {

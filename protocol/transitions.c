@@ -2,7 +2,7 @@
  * (ready heap, delay heap, buried queue, a client's reservations), unlinking
  * it, handing a newly ready job to a waiting client, and freeing it. Every
  * counter that `stats` reports about job states is kept here. */
-#include "engine_internal.h"
+#include "protocol/engine_internal.h"
 
 #include <inttypes.h>
 #include <stdarg.h>

@@ -6,7 +6,7 @@
  * A tube lives while it has jobs, users or watchers; `default` always lives.
  * The tube list and each client's watch list reproduce beanstalkd's
  * multiset order: append, and on removal the last element fills the hole. */
-#include "engine_internal.h"
+#include "protocol/engine_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

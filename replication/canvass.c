@@ -12,15 +12,15 @@
  * canvasser (its attempts point to it). So bq_canvass_free cancels, closes
  * the timer and marks the canvasser closing; it is freed once the timer's
  * close callback and the last link's on_close have come back. */
-#include "canvass.h"
+#include "replication/canvass.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "handshake.h"
-#include "link.h"
-#include "node/log.h"
-#include "wire.h"
+#include "replication/handshake.h"
+#include "replication/link.h"
+#include "node/base/log.h"
+#include "replication/wire.h"
 
 /* One link of one round. */
 typedef struct attempt {

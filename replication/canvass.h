@@ -13,7 +13,7 @@
 #include <uv.h>
 
 #include "proto/repl.pb-c.h"
-#include "repl.h"
+#include "replication/repl.h"
 
 typedef struct bq_canvass bq_canvass_t;
 

@@ -5,19 +5,19 @@
  * the commit accounting; every change that may move the commit point is
  * reported through the committed callback. Heartbeats go out every
  * idle_ms / 4, so a standby notices a dead primary within idle_ms. */
-#include "feeder.h"
+#include "replication/feeder.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "admit.h"
-#include "handshake.h"
-#include "link.h"
-#include "node/log.h"
-#include "wire.h"
-#include "sender.h"
+#include "replication/admit.h"
+#include "replication/handshake.h"
+#include "replication/link.h"
+#include "node/base/log.h"
+#include "replication/wire.h"
+#include "replication/sender.h"
 
 /* Unassigned connections (TLS or Hello pending) kept at once, and of one
  * address: a newcomer takes the place of the oldest (replication/admit.h),

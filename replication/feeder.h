@@ -5,7 +5,7 @@
  * On a node that is not the primary the feeder still listens, and answers
  * every Hello with Refuse(NOT_PRIMARY), so a standby looking for the
  * primary moves on to the next peer. On any node it answers vote requests
- * through the hooks (elections, node/failover.c). */
+ * through the hooks (elections, node/cluster/failover.c). */
 #ifndef BQ_REPL_FEEDER_H
 #define BQ_REPL_FEEDER_H
 
@@ -14,13 +14,13 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "commit.h"
+#include "replication/commit.h"
 #include "proto/repl.pb-c.h"
-#include "repl.h"
+#include "replication/repl.h"
 
 typedef struct bq_feeder bq_feeder_t;
 
-/* What the feeder hears that the election (node/failover.c) needs; every
+/* What the feeder hears that the election (node/cluster/failover.c) needs; every
  * hook is optional, arg is the feeder's callback arg. */
 typedef struct bq_feeder_hooks {
     /* A voter asks for our vote (any role): fill reply's epoch, prevote and

@@ -4,17 +4,17 @@
  * and the next peer is tried after a backoff that grows from 100 ms to 2 s
  * (at most a heartbeat period, idle_ms / 4) while attempts fail, and is
  * reset once a stream is followed. */
-#include "receiver.h"
+#include "replication/receiver.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "follow.h"
-#include "handshake.h"
-#include "link.h"
-#include "node/log.h"
-#include "wire.h"
+#include "replication/follow.h"
+#include "replication/handshake.h"
+#include "replication/link.h"
+#include "node/base/log.h"
+#include "replication/wire.h"
 
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 2000

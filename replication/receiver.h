@@ -18,7 +18,7 @@
 #include <uv.h>
 
 #include "proto/repl.pb-c.h"
-#include "repl.h"
+#include "replication/repl.h"
 
 /* What the receiver needs from the node (all borrowed). */
 typedef struct bq_repl_sink {

@@ -1,7 +1,7 @@
 /* What the two sides of replication share: the cluster's configuration as
  * the transport needs it, and how the node's binlog is seen from here.
  * replication/ never includes node/: the node hands its binlog over through
- * these interfaces (node/cluster.c). */
+ * these interfaces (node/cluster/cluster.c). */
 #ifndef BQ_REPL_REPL_H
 #define BQ_REPL_REPL_H
 

@@ -2,7 +2,7 @@
  * files with pread (the page cache usually still has them) and sent whole.
  * A segment the primary has since compacted away stays readable through the
  * descriptor already open; a zero header or the end of its file ends it. */
-#include "sender.h"
+#include "replication/sender.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -11,8 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "link.h"
-#include "repl.h"
+#include "replication/link.h"
+#include "replication/repl.h"
 
 typedef struct bq_sender {
     const bq_repl_log_t *log;

@@ -7,7 +7,7 @@
  * prefix is complete and freed as soon as it is unpacked, so a decoder never
  * holds more than the message it is receiving. protobuf-c copies every field
  * out of the bytes it unpacks, so a message never points into them. */
-#include "wire.h"
+#include "replication/wire.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -8,9 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "ctl_args.h"
-#include "ctl_cmd.h"
-#include "ctl_http.h"
+#include "node/ctl/ctl_args.h"
+#include "node/ctl/ctl_cmd.h"
+#include "node/ctl/ctl_http.h"
 
 #define STR_(x) #x
 #define STR(x) STR_(x)

@@ -8,7 +8,7 @@
  * environment's defaults for it, the node list and its source, the one
  * node of promote, metrics and handoff - is checked once everything has
  * been read. */
-#include "ctl_args.h"
+#include "node/ctl/ctl_args.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctl_verify.h"
+#include "node/ctl/ctl_verify.h"
 
 typedef struct parse {
     bq_ctl_args_t *a;

@@ -8,7 +8,7 @@
  * replaced, even one that appears between the check and the write. The
  * DNS names of a certificate are read back for beanstalkctl's own, which
  * tells which node it is when a node hands itself off. */
-#include "ctl_certs.h"
+#include "node/ctl/ctl_certs.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -4,7 +4,7 @@
  * status. Bodies of the mutating requests (promote, switchover) are one line
  * of text from the node and are printed as they are. Before any request,
  * each https node gets the name its certificate must carry (ctl_verify.h). */
-#include "ctl_cmd.h"
+#include "node/ctl/ctl_cmd.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -12,10 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctl_certs.h"
-#include "ctl_http.h"
-#include "ctl_status.h"
-#include "ctl_verify.h"
+#include "node/ctl/ctl_certs.h"
+#include "node/ctl/ctl_http.h"
+#include "node/ctl/ctl_status.h"
+#include "node/ctl/ctl_verify.h"
 
 /* beanstalkctl's own certificate's names, read once when needed. */
 typedef struct own_cert {

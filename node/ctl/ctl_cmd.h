@@ -6,7 +6,7 @@
 #ifndef BQ_CTL_CMD_H
 #define BQ_CTL_CMD_H
 
-#include "ctl_args.h"
+#include "node/ctl/ctl_args.h"
 
 /* A usage error: the command line cannot be acted on. */
 #define BQ_CTL_EXIT_USAGE 2

@@ -6,7 +6,7 @@
  * gave up (504, writes resumed) or at once when it refuses (409). One
  * deadline covers everything: the status request gets what is left of it
  * (at most the per-request --timeout), the switchover all that is left. */
-#include "ctl_cmd.h"
+#include "node/ctl/ctl_cmd.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -14,9 +14,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "ctl_handoff.h"
-#include "ctl_http.h"
-#include "ctl_status.h"
+#include "node/ctl/ctl_handoff.h"
+#include "node/ctl/ctl_http.h"
+#include "node/ctl/ctl_status.h"
 
 static long long now_ms(void)
 {

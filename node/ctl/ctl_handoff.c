@@ -6,7 +6,7 @@
  * node_id cannot be named in /switchover?to= and is passed over; missing
  * numbers rank lowest. When nothing qualifies, the reason lists every
  * standby with its state so that the operator sees why. */
-#include "ctl_handoff.h"
+#include "node/ctl/ctl_handoff.h"
 
 #include <stdbool.h>
 #include <stdio.h>

@@ -14,7 +14,7 @@
  * (CURLOPT_SSL_CTX_FUNCTION, libcurl built with OpenSSL), takes neither,
  * and fails the handshake before any request is sent. TLS sessions are not
  * cached, so every connection is verified in full. */
-#include "ctl_http.h"
+#include "node/ctl/ctl_http.h"
 
 #include <stdbool.h>
 #include <stdio.h>

@@ -4,14 +4,14 @@
  * of another version, a half-started node): such a cell prints "-" rather
  * than failing the whole command. A standby's lag comes from the primary's
  * view of it (its "standbys" list), the only place the lag is measured. */
-#include "ctl_status.h"
+#include "node/ctl/ctl_status.h"
 
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctl_table.h"
+#include "node/ctl/ctl_table.h"
 
 #define CELL 128
 

@@ -2,7 +2,7 @@
  * until print, which measures every column first: the output is the same
  * whatever order rows arrive in, and a long cell widens its column instead
  * of being cut. */
-#include "ctl_table.h"
+#include "node/ctl/ctl_table.h"
 
 #include <errno.h>
 #include <stdbool.h>

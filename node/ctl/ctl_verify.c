@@ -5,15 +5,15 @@
  * nodes are reached by IP while their certificates name node ids, so
  * without an id any node of the cluster could answer for any other. */
 #define _DEFAULT_SOURCE /* inet_aton: "127.1" is an address too, as libcurl reads it */
-#include "ctl_verify.h"
+#include "node/ctl/ctl_verify.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "ctl_args.h"
-#include "ctl_certs.h"
+#include "node/ctl/ctl_args.h"
+#include "node/ctl/ctl_certs.h"
 
 const char *bq_ctl_verify_id_problem(const char *id)
 {

@@ -1,4 +1,4 @@
-/* Fuzz target of the admin API's HTTP request parser (node/http_request.c):
+/* Fuzz target of the admin API's HTTP request parser (node/admin/http_request.c):
  * the first code that reads the bytes an admin client sends.
  *
  * The input is a byte stream as a keep-alive connection carries it: any
@@ -28,7 +28,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "node/http_request.h"
+#include "node/admin/http_request.h"
 
 #define PIECE_MAX 300
 #define MAX_INPUT 65536 /* bytes of an input used: at most 4096 requests */

@@ -902,7 +902,7 @@ static void power_loss_rounds_no_fsync(void **state)
  * every newer segment), or after a power loss the server starts with no id
  * reservation and hands out ids from 1 again, which docs/binlog.md rules out
  * in every mode. It did, until compaction fsynced first whatever -f says
- * (node/binlog.c, bq__binlog_may_unlink_oldest); and start-up stopped on a
+ * (node/binlog/binlog.c, bq__binlog_may_unlink_oldest); and start-up stopped on a
  * gap, until rotation fsynced the finished segment under -F too. */
 static void power_loss_rounds_no_fsync_compacting(void **state)
 {

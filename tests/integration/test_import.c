@@ -1,4 +1,4 @@
-/* Integration tests of --import-beanstalkd (node/import.c): real binlog
+/* Integration tests of --import-beanstalkd (node/binlog/import.c): real binlog
  * directories written by Debian's beanstalkd 1.12 (tests/fixtures/
  * beanstalkd-v7, made by its make-fixtures script) are imported by our
  * binary into a fresh -b directory; then our server starts on it and every

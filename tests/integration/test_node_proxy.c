@@ -1,6 +1,6 @@
-/* Tests of node/proxy.c, the standby's client proxy, with real beanstalkd
+/* Tests of node/cluster/proxy.c, the standby's client proxy, with real beanstalkd
  * processes ($BQ_REFERENCE) as targets. The proxy runs in this process: a
- * libuv loop on its own thread, accepting through node/listen.c on a free
+ * libuv loop on its own thread, accepting through node/client/listen.c on a free
  * loopback port; the test thread talks to it over blocking sockets with
  * deadlines, and calls the proxy's functions on the loop thread (on_loop,
  * through a uv_async handle, waiting for the call to finish).
@@ -45,8 +45,8 @@
 #include <time.h>
 #include <uv.h>
 
-#include "node/listen.h"
-#include "node/proxy.h"
+#include "node/client/listen.h"
+#include "node/cluster/proxy.h"
 #include "tests/integration/itest.h"
 #include "tests/support/fakedns.h"
 

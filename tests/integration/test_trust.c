@@ -104,7 +104,7 @@ typedef struct flood_sock {
  * (evicted, refused) after COME_BACK_MS. A port gets one new connection
  * every PACE_MS at most: a flood, not a burst (the admin API refuses every
  * newcomer while more than eight connections it evicted in one turn of its
- * loop are still closing: node/admin.c, on_connection). One thread drives
+ * loop are still closing: node/admin/admin.c, on_connection). One thread drives
  * them all with poll. */
 typedef struct flood {
     pthread_t thread;

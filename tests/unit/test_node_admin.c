@@ -1,4 +1,4 @@
-/* Unit tests of node/admin.c, the admin HTTP server, on a real libuv loop
+/* Unit tests of node/admin/admin.c, the admin HTTP server, on a real libuv loop
  * over 127.0.0.1 (port 0): fake handlers stand in for the node, and clients
  * on the same loop (raw uv_tcp_t, or the replication TLS channel for HTTPS)
  * send requests and collect what comes back until the server closes.
@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "node/admin.h"
+#include "node/admin/admin.h"
 #include "replication/tls.h"
 #include "tls_certs.h"
 

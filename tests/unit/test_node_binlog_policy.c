@@ -1,4 +1,4 @@
-/* Unit tests of node/binlog_policy.c: the room check with its delete
+/* Unit tests of node/binlog/policy.c: the room check with its delete
  * reserve, the release LSN under each -f mode with sync-required entries,
  * rotation and compaction decisions. */
 #include <setjmp.h>
@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "node/binlog_policy.h"
+#include "node/binlog/policy.h"
 
 #define DEL BQ_BINLOG_DELETE_FRAME
 

@@ -1,4 +1,4 @@
-/* Unit tests of node/election_store.c: save and load round trips (empty
+/* Unit tests of node/cluster/election_store.c: save and load round trips (empty
  * state, a vote, a full history of longest names), atomic replacement (a
  * leftover or torn DIR/election.tmp never wins and is removed, a failed
  * save leaves no tmp), damage (every truncation and every single-bit flip
@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "node/election_store.h"
+#include "node/cluster/election_store.h"
 #include "proto/binlog.pb-c.h"
 #include "protocol/frame.h"
 

@@ -1,4 +1,4 @@
-/* Unit tests of node/flags.c, the command-line parser. The first group
+/* Unit tests of node/base/flags.c, the command-line parser. The first group
  * ports every optparse case of beanstalkd's testutil.c (reference report
  * section 4.3); the rest cover the error messages and exit actions of
  * util.c, the sscanf("%zu%c") size rules and the long options; the last
@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "node/flags.h"
+#include "node/base/flags.h"
 
 #define ARGC(a) ((int)(sizeof(a) / sizeof((a)[0])))
 

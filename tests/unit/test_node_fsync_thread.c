@@ -1,4 +1,4 @@
-/* The binlog's fsync thread (node/fsync_thread.h): results arrive on the
+/* The binlog's fsync thread (node/binlog/fsync_thread.h): results arrive on the
  * loop, one sync at a time, stop waits for a sync in flight, and an fsync
  * completes while every libuv threadpool thread is held (as by name
  * lookups that never return). */
@@ -16,7 +16,7 @@
 #include <cmocka.h>
 #include <uv.h>
 
-#include "node/fsync_thread.h"
+#include "node/binlog/fsync_thread.h"
 #include "tests/unit/uv_until.h"
 
 #define DEADLINE_MS 10000

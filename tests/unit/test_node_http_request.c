@@ -1,4 +1,4 @@
-/* Unit tests of node/http_request.c, the admin API's request parser: valid
+/* Unit tests of node/admin/http_request.c, the admin API's request parser: valid
  * requests fed whole, split at every byte and one byte at a time; every
  * limit at its edge and one byte past it; a table of bad inputs with the
  * status each must get; pipelined requests on one parser; and the query
@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "node/http_request.h"
+#include "node/admin/http_request.h"
 
 static bq_http_parser_t parser;
 

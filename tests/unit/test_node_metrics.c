@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "engine_harness.h"
-#include "node/metrics.h"
+#include "node/admin/metrics.h"
 #include "tests/support/prom_parse.h"
 
 static double get(const bqp_text_t *t, const char *key)

@@ -1,4 +1,4 @@
-/* Unit tests of node/replay.c, binlog replay at start-up. Segments are
+/* Unit tests of node/binlog/replay.c, binlog replay at start-up. Segments are
  * built in a mkdtemp directory from real engine records: an engine with the
  * harness's fake log (h_new_logged) runs commands, and every collected
  * record becomes a frame (bq_frame_header) in the segment numbered by the
@@ -28,8 +28,8 @@
 #include <unistd.h>
 
 #include "engine_harness.h"
-#include "node/replay.h"
-#include "node/segment.h"
+#include "node/binlog/replay.h"
+#include "node/binlog/segment.h"
 #include "protocol/frame.h"
 
 #define SEG_SIZE 65536
@@ -232,7 +232,7 @@ static void write_log(const char *dir, const harness_t *h, layout_t *lay)
 
 /* ---- replaying and comparing ---- */
 
-/* What the last replay logged (node/log.c writes to stderr). */
+/* What the last replay logged (node/base/log.c writes to stderr). */
 static char logged[1 << 16];
 
 /* Replays dir into a fresh engine at like's time, capturing its log lines

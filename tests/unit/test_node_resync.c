@@ -1,4 +1,4 @@
-/* Unit tests of node/resync.c, a standby's full resync. Each test makes a
+/* Unit tests of node/binlog/resync.c, a standby's full resync. Each test makes a
  * binlog directory holding an "old" log (four segments of IdReservation
  * records whose reservations are far above the download's), downloads three
  * segments of real frames (bq_frame_header around packed bq.log.Record
@@ -29,9 +29,9 @@
 #include <unistd.h>
 
 #include "engine_harness.h"
-#include "node/replay.h"
-#include "node/resync.h"
-#include "node/segment.h"
+#include "node/binlog/replay.h"
+#include "node/binlog/resync.h"
+#include "node/binlog/segment.h"
 #include "proto/binlog.pb-c.h"
 #include "protocol/frame.h"
 

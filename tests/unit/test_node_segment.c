@@ -1,4 +1,4 @@
-/* Unit tests of node/segment.c: the directory lock (held by another
+/* Unit tests of node/binlog/segment.c: the directory lock (held by another
  * process, missing or wrong directory), segment names and listing
  * (including beanstalkd's binlog.N files), creating a segment (prefix,
  * preallocation, no overwrite) and reading its header back. Each test works
@@ -20,7 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "node/segment.h"
+#include "node/binlog/segment.h"
 #include "proto/binlog.pb-c.h"
 
 static char *make_dir(void)

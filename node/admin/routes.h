@@ -1,0 +1,28 @@
+/* The node's answers to the admin API (node/admin/admin.h): /status as JSON and
+ * /metrics in Prometheus text (node/admin/metrics.h), /readyz from the node's
+ * state, and /promote and /switchover handed to the cluster. Started with
+ * --admin-listen; in plaintext on a loopback address, else in TLS with the
+ * cluster's certificates (the node refuses to start without). */
+#ifndef BQ_NODE_ADMIN_ROUTES_H
+#define BQ_NODE_ADMIN_ROUTES_H
+
+#include "node/admin/admin.h"
+#include "node/cluster/cluster.h"
+#include "node/base/flags.h"
+
+typedef struct bq_server bq_server_t;
+
+/* A standby is ready while it lags at most this many records behind the
+ * commit LSN of its primary's last heartbeat. */
+#define BQ_ADMIN_READY_MAX_LAG 10000
+
+/* Starts the admin API of s as f->admin_listen says (nothing without it).
+ * 0 and *out (NULL when not asked for), or -1 (logged). */
+int bq_admin_routes_start(bq_server_t *s, const bq_flags_t *f, bq_admin_t **out);
+
+/* The /status document of a node (role "single" without --role): new, freed with free; NULL when
+ * out of memory. */
+char *bq_admin_status_json(const bq_cluster_status_t *st);
+
+
+#endif

@@ -1,0 +1,109 @@
+/* Cluster mode (--role): ties the node's binlog, engine and listeners to
+ * replication. On the primary: the feeder streams the binlog to the
+ * standbys and its commit point holds replies back (sync mode), and writes
+ * are refused while the sync fallback says so. On a standby: the receiver
+ * follows the primary into the binlog and the engine (no timers run, no
+ * client is served: client connections are proxied to the primary), and a
+ * full resync is downloaded beside the log, then installed by restarting
+ * the process on it. Either way the node reports its replication status in
+ * `stats` (extra keys after beanstalkd's) and periodically in the log. */
+#ifndef BQ_NODE_CLUSTER_H
+#define BQ_NODE_CLUSTER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <openssl/ssl.h>
+
+#include "node/cluster/failover.h"
+#include "node/base/flags.h"
+#include "protocol/engine.h"
+
+typedef struct bq_server bq_server_t;
+typedef struct bq_cluster bq_cluster_t;
+
+/* Starts cluster mode for s (after its binlog started) as f and plan say;
+ * argv is the process's (borrowed: the node restarts itself with it to
+ * install a resync or to change role). 0 and a new cluster in *out, or -1
+ * (logged). */
+int bq_cluster_start(bq_cluster_t **out, bq_server_t *s, const bq_flags_t *f,
+                     const bq_failover_plan_t *plan, char **argv);
+
+/* True on a standby. */
+bool bq_cluster_standby(const bq_cluster_t *c);
+
+/* Why the primary refuses writes now (sync fallback "refuse" in force,
+ * fenced, a switchover, stepping down), or NULL when it takes them. */
+const char *bq_cluster_refusal(const bq_cluster_t *c);
+
+/* A client connection arrived on a standby: proxied (takes ownership of fd). */
+void bq_cluster_accept(bq_cluster_t *c, int fd);
+
+/* The LSN replies may be released up to, given the binlog's (primary). */
+uint64_t bq_cluster_release(bq_cluster_t *c, uint64_t local);
+
+/* The binlog wrote frames, or synced them. */
+void bq_cluster_written(bq_cluster_t *c);
+void bq_cluster_synced(bq_cluster_t *c);
+
+/* Asks this node to become primary (beanstalkctl promote): 0 when an
+ * election or the promotion started, -1 with the reason in why. */
+int bq_cluster_promote(bq_cluster_t *c, bool force, char *why, size_t whylen);
+
+/* The end of an asynchronous operation: an HTTP status and a line. */
+typedef void (*bq_cluster_done_cb)(void *arg, int status, const char *text);
+
+/* Hands the primary role over to standby `to` (beanstalkctl switchover):
+ * writes are refused until it has flushed every record, then it is asked to
+ * stand and this node steps down; done(arg, ...) reports the outcome (200,
+ * or 504 when given up and writes resumed). 0 when started, -1 with the
+ * reason in why (nothing changed). */
+int bq_cluster_switchover(bq_cluster_t *c, const char *to, bq_cluster_done_cb done, void *arg,
+                          char *why, size_t whylen);
+
+/* A standby as the primary sees it. */
+typedef struct bq_cluster_standby_status {
+    const char *name, *state, *addr; /* state: streaming, catching-up, disconnected */
+    uint64_t sent, written, flushed, applied, lag_records, lag_bytes;
+    double lag_seconds, clock_offset_seconds;
+    uint64_t floor; /* a witness (state "witness"): the floor it acknowledged storing */
+} bq_cluster_standby_status_t;
+
+/* The node's replication and election state (strings borrowed from c, valid
+ * until the next call). */
+typedef struct bq_cluster_status {
+    const char *node_id, *cluster_id, *role; /* primary, standby, candidate... */
+    uint64_t epoch, last_lsn, durable_lsn, commit_lsn;
+    const char *primary;     /* the primary's node id, or NULL when unknown */
+    uint64_t primary_commit_lsn; /* standby: the commit LSN of the primary's last heartbeat */
+    bool failover_auto, fenced, ready;
+    const char *not_ready;   /* why not ready, or NULL */
+    unsigned sync_standbys;
+    bool fallback_async;
+    const char *sync_state;  /* primary: off, sync, waiting, degraded, refusing */
+    size_t in_sync;
+    size_t nstandbys;
+    bq_cluster_standby_status_t standbys[BQ_FLAGS_MAX_PEERS];
+    size_t npeers;           /* the other nodes and their replication addresses */
+    const char *peer_names[BQ_FLAGS_MAX_PEERS];
+    char peer_addrs[BQ_FLAGS_MAX_PEERS][280];
+} bq_cluster_status_t;
+
+/* Fills *st (large: caller-allocated) with the state now. */
+void bq_cluster_status(bq_cluster_t *c, bq_cluster_status_t *st);
+
+/* The server side TLS context of the cluster (replication's certificates),
+ * or NULL in plaintext; borrowed. */
+SSL_CTX *bq_cluster_tls_server(const bq_cluster_t *c);
+
+/* Adds the cluster keys to a `stats` reply (info->extra points into c). */
+void bq_cluster_fill_info(bq_cluster_t *c, bq_server_info_t *info);
+
+/* Closes links, listeners and timers (shutdown). NULL is a no-op. */
+void bq_cluster_close(bq_cluster_t *c);
+
+/* Frees c after bq_cluster_close and after the loop ran the close
+ * callbacks. NULL is a no-op. */
+void bq_cluster_free(bq_cluster_t *c);
+
+#endif
