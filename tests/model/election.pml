@@ -8,7 +8,7 @@
  *
  * Model element          Code
  * nd[n].epoch, .voted    bq_election_t.epoch, .voted_for, stored durably
- *                        (node/election_store.c) before any reply leaves
+ *                        (node/cluster/election_store.c) before any reply leaves
  * nd[n].log[], .ln       the binlog, one epoch per frame; durable
  * nd[n].role             bq_el_role_t (no PRECANDIDATE: see below); volatile
  * nd[n].granted          bq_election_t.granted; volatile
