@@ -313,7 +313,9 @@ int bq_server_start_cluster(bq_server_t *s, const bq_flags_t *f, const bq_failov
 {
     if (f->role != BQ_ROLE_SINGLE && bq_cluster_start(&s->cluster, s, f, plan, argv) != 0)
         return BQ_SERVER_EINIT;
-    return bq_admin_routes_start(s, f, &s->admin) == 0 ? 0 : BQ_SERVER_EINIT;
+    s->admin_node = (bq_admin_node_t){
+        .loop = &s->loop, .engine = s->engine, .binlog = s->binlog, .cluster = s->cluster};
+    return bq_admin_routes_start(&s->admin_node, f, &s->admin) == 0 ? 0 : BQ_SERVER_EINIT;
 }
 
 void bq_server_run(bq_server_t *s)

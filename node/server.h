@@ -7,6 +7,7 @@
 #include <uv.h>
 
 #include "node/admin/admin.h"
+#include "node/admin/routes.h"
 #include "node/binlog/binlog.h"
 #include "node/cluster/cluster.h"
 #include "node/cluster/failover.h"
@@ -46,6 +47,7 @@ typedef struct bq_server {
     uint64_t feed_lsn;     /* the last LSN when input feeding began; UINT64_MAX outside */
     uint64_t min_epoch;    /* cluster primary: the epoch it opens is at least this */
     bq_admin_t *admin;     /* the admin API, NULL without --admin-listen */
+    bq_admin_node_t admin_node; /* what the admin API's routes borrow */
 } bq_server_t;
 
 /* Creates the loop, engine, listener and handles from the flags. Returns 0

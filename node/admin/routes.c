@@ -17,7 +17,6 @@
 #include "node/base/log.h"
 #include "node/admin/metrics.h"
 #include "replication/tls.h"
-#include "node/server.h"
 
 /* ---- /status ---- */
 
@@ -122,7 +121,7 @@ char *bq_admin_status_json(const bq_cluster_status_t *st)
 static const char NOT_CLUSTER[] = "not a cluster node (started without --role)";
 
 /* A single beanstalkd (no --role): its binlog's positions, always ready. */
-static void single_status(bq_server_t *s, bq_cluster_status_t *st)
+static void single_status(const bq_admin_node_t *s, bq_cluster_status_t *st)
 {
     memset(st, 0, sizeof *st);
     st->role = "single";
@@ -151,7 +150,7 @@ static void apply_lag_bound(bq_cluster_status_t *st)
 }
 
 /* The node's status now (new, free it), or NULL when out of memory. */
-static bq_cluster_status_t *status_now(bq_server_t *s)
+static bq_cluster_status_t *status_now(const bq_admin_node_t *s)
 {
     bq_cluster_status_t *st = malloc(sizeof *st);
     if (st && !s->cluster) {
@@ -192,7 +191,7 @@ static void binlog_figures(bq_binlog_t *b, bq_metrics_binlog_t *m)
 
 static char *h_metrics(void *arg)
 {
-    bq_server_t *s = arg;
+    const bq_admin_node_t *s = arg;
     bq_metrics_engine_t eng;
     bq_metrics_binlog_t bl;
     bq_metrics_process_t pr;
@@ -222,7 +221,7 @@ static char *h_metrics(void *arg)
 
 static void h_promote(void *arg, bool force, bq_admin_reply_t *r)
 {
-    bq_server_t *s = arg;
+    const bq_admin_node_t *s = arg;
     char why[256];
     if (!s->cluster) {
         bq_admin_respond(r, 409, NOT_CLUSTER);
@@ -244,7 +243,7 @@ static void switchover_done(void *arg, int status, const char *text)
 
 static void h_switchover(void *arg, const char *to, bq_admin_reply_t *r)
 {
-    bq_server_t *s = arg;
+    const bq_admin_node_t *s = arg;
     char why[256];
     if (!s->cluster)
         bq_admin_respond(r, 409, NOT_CLUSTER);
@@ -252,7 +251,7 @@ static void h_switchover(void *arg, const char *to, bq_admin_reply_t *r)
         bq_admin_respond(r, 409, why);
 }
 
-int bq_admin_routes_start(bq_server_t *s, const bq_flags_t *f, bq_admin_t **out)
+int bq_admin_routes_start(const bq_admin_node_t *s, const bq_flags_t *f, bq_admin_t **out)
 {
     static const char *names[2];
     size_t n = 0;
@@ -280,7 +279,7 @@ int bq_admin_routes_start(bq_server_t *s, const bq_flags_t *f, bq_admin_t **out)
                              .names = names,
                              .nnames = n,
                              .self = f->node_id};
-    bq_admin_handlers_t h = {.arg = s,
+    bq_admin_handlers_t h = {.arg = (void *)s,
                              .ready = h_ready,
                              .status = h_status,
                              .metrics = h_metrics,
@@ -291,7 +290,7 @@ int bq_admin_routes_start(bq_server_t *s, const bq_flags_t *f, bq_admin_t **out)
                f->admin_listen);
         return -1;
     }
-    int r = bq_admin_start(&s->loop, &cfg, &h, out);
+    int r = bq_admin_start(s->loop, &cfg, &h, out);
     if (r == -EINVAL) {
         bq_log(BQ_LOG_ERROR, "the admin API needs TLS off loopback (--tls-cert/--tls-key/--tls-ca)",
                "addr=%s", f->admin_listen);

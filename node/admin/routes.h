@@ -6,19 +6,31 @@
 #ifndef BQ_NODE_ADMIN_ROUTES_H
 #define BQ_NODE_ADMIN_ROUTES_H
 
-#include "node/admin/admin.h"
-#include "node/cluster/cluster.h"
-#include "node/base/flags.h"
+#include <uv.h>
 
-typedef struct bq_server bq_server_t;
+#include "node/admin/admin.h"
+#include "node/base/flags.h"
+#include "node/binlog/binlog.h"
+#include "node/cluster/cluster.h"
+#include "protocol/engine.h"
+
+/* What the routes read and act on: the server's parts, borrowed (they
+ * outlive the admin API; the server owns this struct too). */
+typedef struct bq_admin_node {
+    uv_loop_t *loop;
+    bq_engine_t *engine;
+    bq_binlog_t *binlog;   /* NULL without -b */
+    bq_cluster_t *cluster; /* NULL without --role */
+} bq_admin_node_t;
 
 /* A standby is ready while it lags at most this many records behind the
  * commit LSN of its primary's last heartbeat. */
 #define BQ_ADMIN_READY_MAX_LAG 10000
 
-/* Starts the admin API of s as f->admin_listen says (nothing without it).
- * 0 and *out (NULL when not asked for), or -1 (logged). */
-int bq_admin_routes_start(bq_server_t *s, const bq_flags_t *f, bq_admin_t **out);
+/* Starts the admin API of node (borrowed until bq_admin_stop) as
+ * f->admin_listen says (nothing without it). 0 and *out (NULL when not
+ * asked for), or -1 (logged). */
+int bq_admin_routes_start(const bq_admin_node_t *node, const bq_flags_t *f, bq_admin_t **out);
 
 /* The /status document of a node (role "single" without --role): new, freed with free; NULL when
  * out of memory. */
