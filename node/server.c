@@ -164,15 +164,14 @@ static void server_info(void *arg, bq_server_info_t *info)
         bq_cluster_fill_info(s->cluster, info);
 }
 
-static bool log_room(void *arg, size_t bytes, bool is_delete)
+static bq_room_t log_room(void *arg, size_t bytes, bool is_delete)
 {
     bq_server_t *s = arg;
-    if (bq_cluster_refusal(s->cluster)) {
-        /* Too few standbys in sync, fenced, handing over, since the last
-         * check: drain now, so that a put gets DRAINING. */
-        bq_server_check_refusal(s);
-        return false;
-    }
+    /* Too few standbys in sync, fenced, handing over, since the last check:
+     * refused (a put gets DRAINING); the drain state follows on the next
+     * feed or release, outside the engine. */
+    if (bq_cluster_refusal(s->cluster))
+        return BQ_ROOM_REFUSED;
     return bq_binlog_room(s->binlog, bytes, is_delete);
 }
 

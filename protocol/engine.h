@@ -65,6 +65,14 @@ typedef struct bq_log_entry {
     bool sync;          /* must be on disk before any reply that follows it */
 } bq_log_entry_t;
 
+/* The log_room hook's answers. */
+typedef enum bq_room {
+    BQ_ROOM_GRANTED, /* the log takes the record */
+    BQ_ROOM_FULL,    /* no room (disk full, log failing): OUT_OF_MEMORY */
+    BQ_ROOM_REFUSED, /* the node refuses writes now (a fenced primary...): a put gets
+                        DRAINING, other changes OUT_OF_MEMORY */
+} bq_room_t;
+
 typedef struct bq_engine_hooks {
     /* Appends reply bytes to connection `conn`'s output, in order. Required. */
     void (*send)(void *conn, const char *data, size_t len);
@@ -75,11 +83,11 @@ typedef struct bq_engine_hooks {
     void (*server_info)(void *arg, bq_server_info_t *info);
     /* Optional: a command was parsed on `conn` (for -VV tracing). */
     void (*command)(void *conn, bq_op_t op);
-    /* Optional, with log (binlog on): true when the log can take a record of
-     * at most `bytes` now. Asked before a logged change; false makes the
-     * command answer OUT_OF_MEMORY with nothing changed. A delete asks with
-     * is_delete, for which room is kept in reserve. */
-    bool (*log_room)(void *arg, size_t bytes, bool is_delete);
+    /* Optional, with log (binlog on): whether the log can take a record of
+     * at most `bytes` now. Asked before a logged change; anything but
+     * BQ_ROOM_GRANTED makes the command answer with nothing changed. A
+     * delete asks with is_delete, for which room is kept in reserve. */
+    bq_room_t (*log_room)(void *arg, size_t bytes, bool is_delete);
     /* Optional: appends a durable change to the log; returns the number of
      * the segment it went to. Room was granted by log_room. */
     uint32_t (*log)(void *arg, const bq_log_entry_t *entry);

@@ -123,6 +123,7 @@ struct bq_engine {
     bq_engine_hooks_t hooks;
     uint32_t max_job_size;
     bool draining;
+    bool log_refused; /* the last log_room answer was BQ_ROOM_REFUSED */
     bool logging;       /* the log hooks are set */
     uint64_t next_id;
     uint64_t id_limit;  /* logging: ids below this are covered by a logged reservation */

@@ -87,10 +87,10 @@ void bq_engine_put_finish(bq_engine_t *e, bq_client_t *c, bq_job_t *j, bq_now_t 
     j->tube = t;
     if (reserve_room(e, t, j) != 0) {
         free(j);
-        /* The log hook may have refused because the node just began to
-         * refuse writes (a cluster primary fenced meanwhile): it then set
-         * draining, and the client gets the reply it would have got. */
-        if (e->draining)
+        /* The log may refuse because the node just began to refuse writes
+         * (a cluster primary fenced meanwhile): the client gets the reply
+         * it would have got had draining been set already. */
+        if (e->log_refused)
             BQ_SEND(e, c, "DRAINING\r\n");
         else
             BQ_SEND(e, c, "OUT_OF_MEMORY\r\n");

@@ -39,11 +39,14 @@ size_t bq__log_full_max(const bq_job_t *j)
 
 bool bq__log_room(bq_engine_t *e, size_t bytes, bool is_delete)
 {
+    e->log_refused = false;
     if (!e->logging)
         return true;
     if (grow_scratch(e, bytes) != 0)
         return false;
-    return e->hooks.log_room(e->hooks.arg, bytes, is_delete);
+    bq_room_t r = e->hooks.log_room(e->hooks.arg, bytes, is_delete);
+    e->log_refused = r == BQ_ROOM_REFUSED;
+    return r == BQ_ROOM_GRANTED;
 }
 
 /* Packs r into the scratch buffer and hands it to the log hook. */

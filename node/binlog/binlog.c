@@ -376,7 +376,7 @@ int bq__binlog_ensure_batch(bq_binlog_t *b, size_t need)
     return 0;
 }
 
-bool bq_binlog_room(void *arg, size_t bytes, bool is_delete)
+bq_room_t bq_binlog_room(void *arg, size_t bytes, bool is_delete)
 {
     bq_binlog_t *b = arg;
     bq_binlog_space_t sp = {
@@ -390,14 +390,14 @@ bool bq_binlog_room(void *arg, size_t bytes, bool is_delete)
 
     /* The batch has room too, so the log hook need not allocate. */
     if (bq__binlog_ensure_batch(b, b->batch_len + BQ_FRAME_HEADER + bytes) != 0)
-        return false;
+        return BQ_ROOM_FULL;
     switch (bq_binlog_room_decide(&sp, bytes, is_delete, &grow_to)) {
     case BQ_BINLOG_ROOM_GRANT:
-        return true;
+        return BQ_ROOM_GRANTED;
     case BQ_BINLOG_ROOM_REFUSE:
         bq_log_limited(&b->room_warn, BQ_LOG_WARN, "binlog is failing; refusing a change",
                        "dir=\"%s\"", b->cfg.dir);
-        return false;
+        return BQ_ROOM_FULL;
     case BQ_BINLOG_ROOM_GROW:
         break;
     }
@@ -406,12 +406,12 @@ bool bq_binlog_room(void *arg, size_t bytes, bool is_delete)
         bq_log_limited(&b->room_warn, BQ_LOG_WARN, "binlog cannot grow; refusing a change",
                        "dir=\"%s\" size=%llu err=\"%s\"", b->cfg.dir, (unsigned long long)grow_to,
                        strerror(-r));
-        return false;
+        return BQ_ROOM_FULL;
     }
     b->total += grow_to - b->prealloc;
     bq__binlog_current(b)->size = grow_to;
     b->prealloc = grow_to;
-    return true;
+    return BQ_ROOM_GRANTED;
 }
 
 /* A job's latest full record left segment `file` at lsn. */

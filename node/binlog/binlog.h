@@ -61,7 +61,7 @@ void bq_binlog_on_release(bq_binlog_t *b, void (*released)(void *arg), void *arg
 int bq_binlog_start(bq_binlog_t *b, bq_engine_t *e, bq_now_t now);
 
 /* Engine log_room hook (arg is the binlog). */
-bool bq_binlog_room(void *arg, size_t bytes, bool is_delete);
+bq_room_t bq_binlog_room(void *arg, size_t bytes, bool is_delete);
 
 /* Engine log hook (arg is the binlog): copies the record into this loop
  * turn's batch and returns the current segment's number. Never fails. */

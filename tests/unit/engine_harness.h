@@ -150,24 +150,21 @@ typedef struct h_log {
     unsigned asks;      /* calls of log_room */
     size_t last_room;   /* bytes of the latest granted log_room, until a record uses it */
     bool last_is_delete;
-    bool drain_on_refusal; /* a refusal also sets the engine draining, as a cluster node
-                              that began to refuse writes does */
+    bool refuse_writes; /* a refusal is BQ_ROOM_REFUSED, as a cluster node that began to
+                           refuse writes answers; else BQ_ROOM_FULL */
 } h_log_t;
 
-static inline bool h_hook_log_room(void *arg, size_t bytes, bool is_delete)
+static inline bq_room_t h_hook_log_room(void *arg, size_t bytes, bool is_delete)
 {
     h_log_t *l = ((harness_t *)arg)->log;
     l->asks++;
     l->last_is_delete = is_delete;
-    if (l->grants == 0) {
-        if (l->drain_on_refusal)
-            bq_engine_set_draining(((harness_t *)arg)->e, true);
-        return false;
-    }
+    if (l->grants == 0)
+        return l->refuse_writes ? BQ_ROOM_REFUSED : BQ_ROOM_FULL;
     if (l->grants > 0)
         l->grants--;
     l->last_room = bytes;
-    return true;
+    return BQ_ROOM_GRANTED;
 }
 
 static inline uint32_t h_hook_log(void *arg, const bq_log_entry_t *en)
