@@ -28,6 +28,20 @@ bq_now_t bq_server_now(bq_server_t *s)
     return now;
 }
 
+static bq_now_t clients_now(void *arg)
+{
+    return bq_server_now(arg);
+}
+
+/* A primary may have been fenced since the last event (a pause): writes
+ * are refused with DRAINING before they are tried. */
+static void clients_before_feed(void *arg)
+{
+    bq_server_t *s = arg;
+    if (s->cluster)
+        bq_server_check_refusal(s);
+}
+
 static void on_timer(uv_timer_t *t)
 {
     bq_server_t *s = t->data;
@@ -55,18 +69,15 @@ static void on_idle(uv_idle_t *h)
 static void on_prepare(uv_prepare_t *p)
 {
     bq_server_t *s = p->data;
-    bq_list_t *l;
 
     if (s->stopping)
         return;
-    while ((l = bq_list_pop(&s->pending)))
-        bq_conn_resume(l);
+    bq_clients_resume(&s->clients);
     /* Records first: flushing releases the replies that wait for them. */
     bool more = s->binlog && bq_binlog_turn(s->binlog, bq_clock_now());
-    while ((l = bq_list_pop(&s->dirty)))
-        bq_conn_flush(l);
+    bq_clients_flush(&s->clients);
     /* Flushing can unthrottle a connection: feed it on the next turn. */
-    if (bq_list_empty(&s->pending) && !more)
+    if (!bq_clients_pending(&s->clients) && !more)
         uv_idle_stop(&s->idle);
     else
         uv_idle_start(&s->idle, on_idle);
@@ -79,7 +90,7 @@ static void on_accept(bq_listener_t *l, int fd)
     if (standby(s))
         bq_cluster_accept(s->cluster, fd);
     else
-        bq_conn_open(s, fd);
+        bq_conn_open(&s->clients, fd);
 }
 
 static void close_handle(uv_handle_t *h)
@@ -90,15 +101,12 @@ static void close_handle(uv_handle_t *h)
 
 static void stop(bq_server_t *s, const char *why)
 {
-    bq_list_t *l;
-
     if (s->stopping)
         return;
     s->stopping = true;
     bq_log(BQ_LOG_INFO, "shutting down", "signal=%s", why);
     bq_listen_close(&s->listener);
-    while ((l = bq_list_pop(&s->conns)))
-        bq_conn_close_link(l);
+    bq_clients_close_all(&s->clients);
     bq_binlog_stop(s->binlog);
     if (s->admin)
         bq_admin_stop(s->admin);
@@ -200,12 +208,8 @@ static bq_engine_t *make_engine(bq_server_t *s, const bq_flags_t *f)
 int bq_server_init(bq_server_t *s, const bq_flags_t *f)
 {
     memset(s, 0, sizeof *s);
-    bq_list_init(&s->conns);
-    bq_list_init(&s->dirty);
-    bq_list_init(&s->pending);
-    bq_list_init(&s->gated);
+    bq_clients_init(&s->clients);
     s->listener.fd = s->listener.spare_fd = -1;
-    s->feed_lsn = UINT64_MAX;
     int r = uv_loop_init(&s->loop);
     if (r != 0) {
         bq_log(BQ_LOG_ERROR, "cannot create the event loop", "err=\"%s\"", uv_strerror(r));
@@ -224,6 +228,12 @@ int bq_server_init(bq_server_t *s, const bq_flags_t *f)
     if (bq_listen_open(&s->listener, &s->loop, f->addr, f->port, f->addr_given || f->port_given,
                        on_accept, s) != 0)
         return BQ_SERVER_ELISTEN;
+    s->clients.loop = &s->loop;
+    s->clients.engine = s->engine;
+    s->clients.is_unix = s->listener.is_unix;
+    s->clients.now = clients_now;
+    s->clients.before_feed = clients_before_feed;
+    s->clients.arg = s;
     return start_handles(s) == 0 ? 0 : BQ_SERVER_EINIT;
 }
 
@@ -248,15 +258,11 @@ void bq_server_check_refusal(bq_server_t *s)
 
 void bq_server_released(bq_server_t *s)
 {
-    bq_list_t *l;
     if (s->stopping)
         return;
-    /* Brings the sync state up to date (the commit point is computed with it). */
-    if (s->cluster)
-        (void)bq_server_release_lsn(s);
+    uint64_t lsn = bq_server_release_lsn(s);
     bq_server_check_refusal(s);
-    while ((l = bq_list_pop(&s->gated)))
-        bq_conn_ungate(l);
+    bq_clients_release(&s->clients, lsn);
 }
 
 /* The binlog released more replies: flush every connection holding some. */
@@ -301,6 +307,10 @@ int bq_server_start_binlog(bq_server_t *s, const bq_flags_t *f)
         bq_binlog_on_release(s->binlog, on_released, s);
         bq_binlog_on_write(s->binlog, on_written, s);
         r = bq_binlog_start(s->binlog, s->engine, bq_clock_now());
+    }
+    if (r == 0) {
+        s->clients.binlog = s->binlog;
+        s->clients.release_lsn = bq_binlog_release_lsn(s->binlog);
     }
     if (r == BQ_BINLOG_EREPLAY)
         return BQ_SERVER_EREPLAY;

@@ -13,6 +13,7 @@
 #include "node/cluster/failover.h"
 #include "node/base/flags.h"
 #include "node/base/list.h"
+#include "node/client/conn.h"
 #include "node/client/listen.h"
 #include "node/base/log.h"
 #include "protocol/engine.h"
@@ -35,16 +36,12 @@ typedef struct bq_server {
     uv_prepare_t prepare; /* once per loop turn: resume woken connections, flush output */
     uv_idle_t idle;       /* active while work is left for the next turn */
     uv_signal_t sig_term, sig_int, sig_usr1;
-    bq_list_t conns;   /* every open connection */
-    bq_list_t dirty;   /* connections with output to flush */
-    bq_list_t pending; /* connections whose input must be fed again */
-    bq_list_t gated;   /* connections with output held back for the binlog */
+    bq_clients_t clients; /* the client connections (node/client/conn.h) */
     bool stopping;
     bq_sysinfo_t info;
     bq_binlog_t *binlog; /* NULL without -b */
     bq_cluster_t *cluster; /* NULL unless --role */
     bool drain_signal;     /* SIGUSR1 turned drain mode on */
-    uint64_t feed_lsn;     /* the last LSN when input feeding began; UINT64_MAX outside */
     uint64_t min_epoch;    /* cluster primary: the epoch it opens is at least this */
     bq_admin_t *admin;     /* the admin API, NULL without --admin-listen */
     bq_admin_node_t admin_node; /* what the admin API's routes borrow */

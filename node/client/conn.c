@@ -1,8 +1,8 @@
 /* Client connections. Bytes read from the socket go straight to the
  * session; what it does not consume (it waits in reserve, or the connection
  * is throttled) is kept in a per-connection buffer and fed again later.
- * Replies collect in the output queue and are written once per loop turn by
- * the server's prepare handle.
+ * Replies collect in the output queue and are written once per loop turn
+ * (bq_clients_flush, from the server's prepare handle).
  *
  * Memory stays bounded per connection: all connections share one read
  * buffer; input is fed in small slices so that no single feed can queue
@@ -19,8 +19,8 @@
  * out by then, which is at least the LSN of any change they report (the
  * engine logs a change within the command that makes it). Replies thus
  * leave in order and never before their records are as durable as -f
- * promises; a connection with held-back output waits on the server's gated
- * list until the release LSN advances. */
+ * promises; a connection with held-back output waits on the gated list
+ * until the owner pushes a higher release LSN (bq_clients_release). */
 #include "node/client/conn.h"
 
 #include <netinet/in.h>
@@ -29,9 +29,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "node/base/log.h"
 #include "node/client/outq.h"
-#include "protocol/session.h"
 #include "node/client/trace.h"
+#include "protocol/session.h"
 
 #define READ_BUF_SIZE ((size_t)64 * 1024)
 #define INPUT_HIGH ((size_t)64 * 1024)    /* stop reading above this much kept input */
@@ -40,6 +41,8 @@
 #define SLICE_MIN 64                      /* feed at least this much at a time */
 #define MAX_WRITE_BUFS 64
 
+typedef struct bq_conn bq_conn_t;
+
 struct bq_conn {
     union {
         uv_handle_t handle;
@@ -47,9 +50,9 @@ struct bq_conn {
         uv_tcp_t tcp;
         uv_pipe_t pipe;
     } h;
-    bq_server_t *srv;
+    bq_clients_t *cl;
     bq_session_t *session;
-    bq_list_t all, dirty, pending, gated; /* links in the server's lists */
+    bq_list_t all, dirty, pending, gated; /* links in the lists of cl */
     bq_outq_t out;
     size_t inflight; /* bytes owned by the write in progress */
     char *in;        /* input the session has not consumed */
@@ -76,6 +79,10 @@ typedef struct write_req {
 /* Clients (strangers) can cause these lines: at most one a second. */
 static bq_log_limit_t conn_warnings;
 
+/* The last LSN handed out when feeding began (UINT64_MAX outside a feed):
+ * a reply sent after it reports a change logged since. */
+static uint64_t feed_lsn = UINT64_MAX;
+
 /* One read buffer for every connection: read_cb consumes it before the next
  * alloc_cb, so an idle connection holds no read memory. */
 static char read_buf[READ_BUF_SIZE];
@@ -98,7 +105,7 @@ static void close_conn(bq_conn_t *c)
     bq_list_remove(&c->gated);
     bq_log(BQ_LOG_DEBUG, "close", "fd=%d", c->fd);
     if (c->session)
-        bq_session_free(c->session, bq_server_now(c->srv));
+        bq_session_free(c->session, c->cl->now(c->cl->arg));
     c->session = NULL;
     free(c->in);
     c->in = NULL;
@@ -110,13 +117,13 @@ static void close_conn(bq_conn_t *c)
 static void mark_dirty(bq_conn_t *c)
 {
     if (!c->closing && bq_list_empty(&c->dirty))
-        bq_list_push(&c->srv->dirty, &c->dirty);
+        bq_list_push(&c->cl->dirty, &c->dirty);
 }
 
 static void schedule(bq_conn_t *c)
 {
     if (!c->closing && bq_list_empty(&c->pending))
-        bq_list_push(&c->srv->pending, &c->pending);
+        bq_list_push(&c->cl->pending, &c->pending);
 }
 
 static bool can_feed(const bq_conn_t *c)
@@ -141,14 +148,14 @@ static size_t feed(bq_conn_t *c, const char *data, size_t len, bq_now_t now)
     size_t off = 0;
     /* A primary may have been fenced since the last event (a pause): writes
      * are refused with DRAINING before they are tried. */
-    if (c->srv->cluster)
-        bq_server_check_refusal(c->srv);
+    if (c->cl->before_feed)
+        c->cl->before_feed(c->cl->arg);
     while (off < len && can_feed(c)) {
         size_t n = slice_len(data + off, len - off);
-        if (c->srv->binlog)
-            c->srv->feed_lsn = bq_binlog_last_lsn(c->srv->binlog);
+        if (c->cl->binlog)
+            feed_lsn = bq_binlog_last_lsn(c->cl->binlog);
         size_t used = bq_session_feed(c->session, data + off, n, now);
-        c->srv->feed_lsn = UINT64_MAX;
+        feed_lsn = UINT64_MAX;
         off += used;
         if (used < n)
             break;
@@ -223,7 +230,7 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 
 static void on_eof(bq_conn_t *c)
 {
-    bq_now_t now = bq_server_now(c->srv);
+    bq_now_t now = c->cl->now(c->cl->arg);
     c->eof = true;
     c->reading = false; /* libuv stops reading at EOF */
     bq_session_eof(c->session, now);
@@ -249,7 +256,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     if (c->quit)
         return;
     size_t len = (size_t)nread;
-    bq_now_t now = bq_server_now(c->srv);
+    bq_now_t now = c->cl->now(c->cl->arg);
     if (c->in_len == 0) {
         size_t used = feed(c, buf->base, len, now);
         if (used < len && !bq_session_quit(c->session) &&
@@ -293,9 +300,9 @@ void bq_conn_send(void *conn, const char *data, size_t len)
         bq_trace_reply(&c->trace, c->fd, data, len);
     /* A reply sent while commands logged records (its own or, for a woken
      * reserve, another connection's put) waits until they are released. */
-    if (c->srv->binlog) {
-        uint64_t lsn = bq_binlog_last_lsn(c->srv->binlog);
-        if (lsn > c->srv->feed_lsn && lsn > c->tagged_lsn) {
+    if (c->cl->binlog) {
+        uint64_t lsn = bq_binlog_last_lsn(c->cl->binlog);
+        if (lsn > feed_lsn && lsn > c->tagged_lsn) {
             bq_outq_tag(&c->out, c->out.appended, lsn);
             c->tagged_lsn = lsn;
         }
@@ -321,11 +328,19 @@ void bq_conn_command(void *conn, bq_op_t op)
     bq_log(BQ_LOG_TRACE, "command", "fd=%d op=%s", c->fd, bq_op_name(op));
 }
 
-void bq_conn_resume(bq_list_t *pending_link)
+void bq_clients_resume(bq_clients_t *cl)
 {
-    bq_conn_t *c = BQ_CONTAINER_OF(pending_link, bq_conn_t, pending);
-    feed_kept(c, bq_server_now(c->srv));
-    settle(c);
+    bq_list_t *l;
+    while ((l = bq_list_pop(&cl->pending))) {
+        bq_conn_t *c = BQ_CONTAINER_OF(l, bq_conn_t, pending);
+        feed_kept(c, cl->now(cl->arg));
+        settle(c);
+    }
+}
+
+bool bq_clients_pending(const bq_clients_t *cl)
+{
+    return !bq_list_empty(&cl->pending);
 }
 
 static void on_write(uv_write_t *req, int status)
@@ -392,19 +407,17 @@ static int write_out(bq_conn_t *c, size_t limit)
  * wait. */
 static size_t releasable(bq_conn_t *c)
 {
-    uint64_t release = bq_server_release_lsn(c->srv);
-    size_t n = bq_outq_releasable(&c->out, release);
+    size_t n = bq_outq_releasable(&c->out, c->cl->release_lsn);
     if (n == c->out.bytes)
         bq_list_remove(&c->gated);
     else if (bq_list_empty(&c->gated))
-        bq_list_push(&c->srv->gated, &c->gated);
+        bq_list_push(&c->cl->gated, &c->gated);
     return n;
 }
 
-void bq_conn_flush(bq_list_t *dirty_link)
+static void flush(bq_conn_t *c)
 {
-    bq_conn_t *c = BQ_CONTAINER_OF(dirty_link, bq_conn_t, dirty);
-    size_t limit = c->srv->binlog ? releasable(c) : c->out.bytes;
+    size_t limit = c->cl->binlog ? releasable(c) : c->out.bytes;
 
     if (!c->writing && limit > 0 && write_out(c, limit) != 0) {
         close_conn(c);
@@ -419,14 +432,36 @@ void bq_conn_flush(bq_list_t *dirty_link)
         close_conn(c);
 }
 
-void bq_conn_ungate(bq_list_t *gated_link)
+void bq_clients_flush(bq_clients_t *cl)
 {
-    mark_dirty(BQ_CONTAINER_OF(gated_link, bq_conn_t, gated));
+    bq_list_t *l;
+    while ((l = bq_list_pop(&cl->dirty)))
+        flush(BQ_CONTAINER_OF(l, bq_conn_t, dirty));
 }
 
-void bq_conn_close_link(bq_list_t *conns_link)
+void bq_clients_release(bq_clients_t *cl, uint64_t lsn)
 {
-    close_conn(BQ_CONTAINER_OF(conns_link, bq_conn_t, all));
+    bq_list_t *l;
+    if (lsn > cl->release_lsn)
+        cl->release_lsn = lsn;
+    while ((l = bq_list_pop(&cl->gated)))
+        mark_dirty(BQ_CONTAINER_OF(l, bq_conn_t, gated));
+}
+
+void bq_clients_close_all(bq_clients_t *cl)
+{
+    bq_list_t *l;
+    while ((l = bq_list_pop(&cl->conns)))
+        close_conn(BQ_CONTAINER_OF(l, bq_conn_t, all));
+}
+
+void bq_clients_init(bq_clients_t *cl)
+{
+    memset(cl, 0, sizeof *cl);
+    bq_list_init(&cl->conns);
+    bq_list_init(&cl->dirty);
+    bq_list_init(&cl->pending);
+    bq_list_init(&cl->gated);
 }
 
 /* Logs the accepted connection with its peer address. */
@@ -439,7 +474,7 @@ static void log_accept(bq_conn_t *c)
 
     if (!bq_log_enabled(BQ_LOG_DEBUG))
         return;
-    if (!c->srv->listener.is_unix &&
+    if (!c->cl->is_unix &&
         uv_tcp_getpeername(&c->h.tcp, (struct sockaddr *)&ss, &len) == 0) {
         if (ss.ss_family == AF_INET6) {
             uv_ip6_name((struct sockaddr_in6 *)&ss, host, sizeof host);
@@ -460,7 +495,7 @@ static void tune_tcp(bq_conn_t *c)
     setsockopt(c->fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
 }
 
-int bq_conn_open(bq_server_t *s, int fd)
+int bq_conn_open(bq_clients_t *cl, int fd)
 {
     bq_conn_t *c = calloc(1, sizeof *c);
     if (!c) {
@@ -469,22 +504,22 @@ int bq_conn_open(bq_server_t *s, int fd)
         close(fd);
         return -1;
     }
-    int r = s->listener.is_unix ? uv_pipe_init(&s->loop, &c->h.pipe, 0)
-                                : uv_tcp_init(&s->loop, &c->h.tcp);
+    int r = cl->is_unix ? uv_pipe_init(cl->loop, &c->h.pipe, 0)
+                                : uv_tcp_init(cl->loop, &c->h.tcp);
     if (r != 0) {
         free(c);
         close(fd);
         return -1;
     }
     c->h.handle.data = c;
-    c->srv = s;
+    c->cl = cl;
     c->fd = fd;
     bq_list_init(&c->all);
     bq_list_init(&c->dirty);
     bq_list_init(&c->pending);
     bq_list_init(&c->gated);
     bq_outq_init(&c->out);
-    r = s->listener.is_unix ? uv_pipe_open(&c->h.pipe, fd) : uv_tcp_open(&c->h.tcp, fd);
+    r = cl->is_unix ? uv_pipe_open(&c->h.pipe, fd) : uv_tcp_open(&c->h.tcp, fd);
     if (r != 0) {
         bq_log_limited(&conn_warnings, BQ_LOG_WARN, "cannot open connection", "fd=%d err=\"%s\"",
                        fd, uv_strerror(r));
@@ -492,10 +527,10 @@ int bq_conn_open(bq_server_t *s, int fd)
         close_conn(c);
         return -1;
     }
-    if (!s->listener.is_unix)
+    if (!cl->is_unix)
         tune_tcp(c);
-    bq_list_push(&s->conns, &c->all);
-    c->session = bq_session_new(s->engine, c);
+    bq_list_push(&cl->conns, &c->all);
+    c->session = bq_session_new(cl->engine, c);
     if (!c->session) {
         bq_log_limited(&conn_warnings, BQ_LOG_WARN, "out of memory; dropping new connection",
                        "fd=%d", fd);

@@ -1,16 +1,50 @@
-/* One client connection: a libuv stream (TCP or unix), its protocol session,
- * the input the session has not consumed yet and the output queue. */
-#ifndef BQ_NODE_CONN_H
-#define BQ_NODE_CONN_H
+/* Client connections, the contract of node/client/: each one a libuv stream
+ * (TCP or unix), its protocol session, the input the session has not
+ * consumed yet and the output queue. What they share is a bq_clients_t
+ * that the server owns and fills in; the server pushes the release point
+ * of replies into it (bq_clients_release) and runs the loop turn's work
+ * through it (resume, flush). Nothing here knows the server. */
+#ifndef BQ_NODE_CLIENT_CONN_H
+#define BQ_NODE_CLIENT_CONN_H
 
-#include "node/server.h"
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
 
-typedef struct bq_conn bq_conn_t;
+#include "node/base/list.h"
+#include "node/binlog/binlog.h"
+#include "protocol/engine.h"
+
+/* What every connection shares. The owner sets loop, engine, binlog,
+ * is_unix, now, before_feed and arg after bq_clients_init; the lists and
+ * release_lsn are this folder's. */
+typedef struct bq_clients {
+    uv_loop_t *loop;     /* borrowed */
+    bq_engine_t *engine; /* borrowed */
+    bq_binlog_t *binlog; /* borrowed; NULL without -b (replies leave at once) */
+    bool is_unix;        /* accepted sockets are unix-domain ones */
+    /* The owner's clock: the current time, the engine's due timers run
+     * first (so input is never handled before a timeout already due). */
+    bq_now_t (*now)(void *arg);
+    /* Optional: called before input is fed, so that the owner brings the
+     * engine's drain state up to date (a primary fenced since the last
+     * event refuses writes before they are tried). */
+    void (*before_feed)(void *arg);
+    void *arg;            /* passed to now and before_feed */
+    uint64_t release_lsn; /* replies whose records are at most this may leave */
+    bq_list_t conns;      /* every open connection */
+    bq_list_t dirty;      /* connections with output to flush */
+    bq_list_t pending;    /* connections whose input must be fed again */
+    bq_list_t gated;      /* connections with output held back for the binlog */
+} bq_clients_t;
+
+/* Initialises cl's lists; the owner then fills in the borrowed parts. */
+void bq_clients_init(bq_clients_t *cl);
 
 /* Serves the accepted socket fd (takes ownership): opens a session and
  * starts reading. Returns 0, or logs and returns -1 when it could not be set
  * up (fd is closed). */
-int bq_conn_open(bq_server_t *s, int fd);
+int bq_conn_open(bq_clients_t *cl, int fd);
 
 /* Engine send hook: queues data for connection conn (a bq_conn_t). */
 void bq_conn_send(void *conn, const char *data, size_t len);
@@ -22,18 +56,22 @@ void bq_conn_wake(void *conn);
 /* Engine command hook: traces a parsed command at -VV. */
 void bq_conn_command(void *conn, bq_op_t op);
 
-/* Feeds input the connection kept back (pending list entry). */
-void bq_conn_resume(bq_list_t *pending_link);
+/* Feeds the input of every connection the engine woke. */
+void bq_clients_resume(bq_clients_t *cl);
 
-/* Writes queued output (dirty list entry): try a direct write first, hand
- * the rest to one uv_write. Closes the connection when it is finished. */
-void bq_conn_flush(bq_list_t *dirty_link);
+/* Writes every connection's queued output that may leave (try a direct
+ * write first, hand the rest to one uv_write); closes the connections
+ * that are finished. */
+void bq_clients_flush(bq_clients_t *cl);
 
-/* Schedules a flush for a connection whose output was held back for the
- * binlog (gated list entry, already unlinked): the release LSN advanced. */
-void bq_conn_ungate(bq_list_t *gated_link);
+/* True when some connection's input waits to be fed again. */
+bool bq_clients_pending(const bq_clients_t *cl);
 
-/* Closes the connection of an all-connections list entry (shutdown). */
-void bq_conn_close_link(bq_list_t *conns_link);
+/* The release point moved to lsn (it never goes back): connections whose
+ * output was held back for the binlog are flushed on the next turn. */
+void bq_clients_release(bq_clients_t *cl, uint64_t lsn);
+
+/* Closes every connection (shutdown). */
+void bq_clients_close_all(bq_clients_t *cl);
 
 #endif
