@@ -16,8 +16,41 @@
 #include "node/base/log.h"
 #include "node/process.h"
 #include "node/server.h"
+#include "replication/report.h"
 
 static bq_server_t server;
+
+/* replication/'s lines go to this process's log (replication/report.h). */
+static bq_log_level_t log_level_of(bq_report_level_t level)
+{
+    switch (level) {
+    case BQ_REPORT_ERROR:
+        return BQ_LOG_ERROR;
+    case BQ_REPORT_WARN:
+        return BQ_LOG_WARN;
+    case BQ_REPORT_INFO:
+        return BQ_LOG_INFO;
+    case BQ_REPORT_DEBUG:
+        break;
+    }
+    return BQ_LOG_DEBUG;
+}
+
+static bool report_enabled(bq_report_level_t level)
+{
+    return bq_log_enabled(log_level_of(level));
+}
+
+static void report_write(bq_report_level_t level, const char *msg, unsigned long suppressed,
+                         const char *kv, va_list ap) __attribute__((format(printf, 4, 0)));
+
+static void report_write(bq_report_level_t level, const char *msg, unsigned long suppressed,
+                         const char *kv, va_list ap)
+{
+    bq_log_write(log_level_of(level), msg, suppressed, kv, ap);
+}
+
+static const bq_report_sink_t report_sink = {.enabled = report_enabled, .write = report_write};
 
 /* Handles -h, -v and usage errors; returns only for BQ_FLAGS_RUN. */
 static void handle_action(const bq_flags_t *f, const char *prog)
@@ -147,6 +180,7 @@ int main(int argc, char **argv)
     bq_flags_parse(&f, argc > 0 ? argc - 1 : 0, argc > 0 ? argv + 1 : argv);
     handle_action(&f, prog);
     bq_log_set_verbosity(f.verbose);
+    bq_report_set_sink(&report_sink);
     log_flag_warnings(&f);
     if (f.action == BQ_FLAGS_IMPORT)
         return run_import(&f);

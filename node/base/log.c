@@ -72,6 +72,12 @@ static void emit(bq_log_level_t level, const char *msg, unsigned long suppressed
     (void)w;
 }
 
+void bq_log_write(bq_log_level_t level, const char *msg, unsigned long suppressed, const char *kv,
+                  va_list ap)
+{
+    emit(level, msg, suppressed, kv, ap);
+}
+
 void bq_log(bq_log_level_t level, const char *msg, const char *kv, ...)
 {
     if (!bq_log_enabled(level))

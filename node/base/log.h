@@ -8,6 +8,7 @@
 #ifndef BQ_NODE_LOG_H
 #define BQ_NODE_LOG_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -43,5 +44,11 @@ void bq_logm(bq_log_level_t level, const char *msg);
  * carries suppressed=<n> when events were dropped since the previous one. */
 void bq_log_limited(bq_log_limit_t *lim, bq_log_level_t level, const char *msg, const char *kv, ...)
     __attribute__((format(printf, 4, 5)));
+
+/* Writes one line, whatever the verbosity: msg, the pairs kv makes of ap,
+ * then suppressed=<n> when n > 0. The writer behind the sink node/main.c
+ * installs for replication/ (replication/report.h). */
+void bq_log_write(bq_log_level_t level, const char *msg, unsigned long suppressed, const char *kv,
+                  va_list ap) __attribute__((format(printf, 4, 0)));
 
 #endif
