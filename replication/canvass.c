@@ -19,7 +19,7 @@
 
 #include "replication/handshake.h"
 #include "replication/link.h"
-#include "node/base/log.h"
+#include "replication/report.h"
 #include "replication/wire.h"
 
 /* One link of one round. */
@@ -90,8 +90,8 @@ static void on_message(bq_link_t *l, const Bq__Repl__Message *m, void *arg)
     const char *name = c->cfg.peers[a->peer].name;
     bool reply = m->body_case == BQ__REPL__MESSAGE__BODY_VOTE_REPLY;
     if (reply && strcmp(m->vote_reply->node_id, name) != 0) {
-        bq_log(BQ_LOG_WARN, "replication: vote reply from the wrong node", "peer=%s node_id=%s",
-               name, m->vote_reply->node_id);
+        bq_report(BQ_REPORT_WARN, "replication: vote reply from the wrong node",
+                  "peer=%s node_id=%s", name, m->vote_reply->node_id);
         reply = false;
     }
     if (reply && current(a)) {
@@ -110,8 +110,8 @@ static void on_close(bq_link_t *l, const char *why, void *arg)
     if (c->links[a->peer] == l)
         c->links[a->peer] = NULL;
     if (!a->answered && current(a))
-        bq_log(BQ_LOG_DEBUG, "replication: no vote from peer", "peer=%s why=\"%s\"",
-               c->cfg.peers[a->peer].name, why);
+        bq_report(BQ_REPORT_DEBUG, "replication: no vote from peer", "peer=%s why=\"%s\"",
+                  c->cfg.peers[a->peer].name, why);
     free(a);
     c->nlinks--;
     maybe_free(c);
@@ -175,8 +175,8 @@ static int canvass_peer(bq_canvass_t *c, size_t i, uint64_t deadline_ms)
     int r = bq_link_connect(c->loop, p->host, p->port, &lc, &callbacks, a, &c->links[i]);
     if (r < 0) {
         free(a);
-        bq_log(BQ_LOG_DEBUG, "replication: no vote from peer", "peer=%s why=\"connect: %s\"",
-               p->name, uv_strerror(r));
+        bq_report(BQ_REPORT_DEBUG, "replication: no vote from peer",
+                  "peer=%s why=\"connect: %s\"", p->name, uv_strerror(r));
         return r == UV_ENOMEM ? -1 : 0;
     }
     c->nlinks++;

@@ -7,9 +7,11 @@
  * reported (and under which peer index), the request's fields, the round
  * deadline (seen from the silent voter's end of the link), a new round or a
  * cancel dropping the replies of the old one, cancelling or freeing from the
- * reply callback, freeing with links open, TLS and plaintext. Every wait
- * runs the loop until a condition holds, under a deadline that fails the
- * test; teardown checks that nothing is left on the loop. */
+ * reply callback, freeing with links open, TLS and plaintext, and the log
+ * lines of a round (replication/report.h: captured by the test's sink, no
+ * node/ linked). Every wait runs the loop until a condition holds, under a
+ * deadline that fails the test; teardown checks that nothing is left on
+ * the loop. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -24,6 +26,7 @@
 
 #include "replication/canvass.h"
 #include "replication/link.h"
+#include "replication/report.h"
 #include "replication/tls.h"
 #include "tls_certs.h"
 #include "uv_until.h"
@@ -82,6 +85,17 @@ typedef struct report {
 
 typedef enum reaction { KEEP, CANCEL, FREE } reaction_t;
 
+/* A line the canvasser reported (replication/report.h). */
+typedef struct logged {
+    bq_report_level_t level;
+    char msg[64];
+    char kv[160];
+} logged_t;
+
+#define MAX_LOGGED 32
+static logged_t logged[MAX_LOGGED];
+static int nlogged;
+
 typedef struct world {
     uv_loop_t loop;
     bool tls;
@@ -110,6 +124,40 @@ static int setup_certs(void **state)
     char cmd[512];
     snprintf(cmd, sizeof cmd, "'%s' '%s' cand v0 v1 v2 v3 v4 v5 v6", BQ_MKCERTS, dir);
     return system(cmd) == 0 ? 0 : -1;
+}
+
+/* ---- the report sink ------------------------------------------------- */
+
+static bool log_enabled(bq_report_level_t level)
+{
+    (void)level;
+    return true;
+}
+
+static void log_write(bq_report_level_t level, const char *msg, unsigned long suppressed,
+                      const char *kv, va_list ap) __attribute__((format(printf, 4, 0)));
+
+static void log_write(bq_report_level_t level, const char *msg, unsigned long suppressed,
+                      const char *kv, va_list ap)
+{
+    assert_int_equal(suppressed, 0); /* the canvasser limits nothing */
+    assert_true(nlogged < MAX_LOGGED);
+    logged_t *l = &logged[nlogged++];
+    l->level = level;
+    snprintf(l->msg, sizeof l->msg, "%s", msg);
+    vsnprintf(l->kv, sizeof l->kv, kv, ap);
+}
+
+static const bq_report_sink_t log_sink = {.enabled = log_enabled, .write = log_write};
+
+/* How many lines were reported with msg and a kv starting with prefix. */
+static int logged_count(const char *msg, const char *prefix)
+{
+    int n = 0;
+    for (int i = 0; i < nlogged; i++) {
+        n += !strcmp(logged[i].msg, msg) && !strncmp(logged[i].kv, prefix, strlen(prefix));
+    }
+    return n;
 }
 
 /* ---- the loop -------------------------------------------------------- */
@@ -352,6 +400,8 @@ static int setup(void **state)
     assert_int_equal(uv_loop_init(&w->loop), 0);
     w->accept[0] = "cand";
     *state = w;
+    nlogged = 0;
+    bq_report_set_sink(&log_sink);
     return 0;
 }
 
@@ -403,6 +453,7 @@ static int teardown(void **state)
     }
     SSL_CTX_free(w->cctx);
     free(w);
+    bq_report_set_sink(NULL);
     return 0;
 }
 
@@ -418,6 +469,13 @@ static bool all_closed(world_t *w)
         }
     }
     return true;
+}
+
+/* The five voters that give no vote were each reported once. */
+static bool five_no_votes(world_t *w)
+{
+    (void)w;
+    return logged_count("replication: no vote from peer", "peer=") == 5;
 }
 
 static void mixed_round(world_t *w, bool tls)
@@ -454,6 +512,25 @@ static void mixed_round(world_t *w, bool tls)
             assert_true(after < ROUND_MS);
         }
     }
+    /* The lines: one per voter that gave no vote (the wrong node's too),
+     * none for an answer, and the wrong node's name. */
+    run_until(w, five_no_votes, DEADLINE_MS, "every voter without a vote reported");
+    static const char *const none[] = {"peer=v0 ", "peer=v2 ", "peer=v3 ", "peer=v5 ",
+                                       "peer=v6 "};
+    for (size_t i = 0; i < 5; i++) {
+        assert_int_equal(logged_count("replication: no vote from peer", none[i]), 1);
+    }
+    assert_int_equal(logged_count("replication: no vote from peer",
+                                  "peer=v3 why=\"no answer within the deadline\""),
+                     1);
+    assert_int_equal(logged_count("replication: vote reply from the wrong node",
+                                  "peer=v2 node_id=intruder"),
+                     1);
+    for (int i = 0; i < nlogged; i++) {
+        bool wrong = !strcmp(logged[i].msg, "replication: vote reply from the wrong node");
+        assert_int_equal(logged[i].level, wrong ? BQ_REPORT_WARN : BQ_REPORT_DEBUG);
+    }
+    assert_int_equal(nlogged, 6);
 }
 
 static void test_round_tls(void **state)
