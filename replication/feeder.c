@@ -15,7 +15,7 @@
 #include "replication/admit.h"
 #include "replication/handshake.h"
 #include "replication/link.h"
-#include "node/base/log.h"
+#include "replication/report.h"
 #include "replication/wire.h"
 #include "replication/sender.h"
 
@@ -62,12 +62,12 @@ struct bq_feeder {
     const bq_repl_log_t *log;
     void (*committed)(void *arg);
     void *arg;
-    bq_log_limit_t tls_refused; /* one "TLS peer refused" line a second */
-    bq_log_limit_t hello_refused; /* and one "standby refused" line */
-    bq_log_limit_t ack_clamped;   /* and one "acknowledged records it was never sent" */
-    bq_log_limit_t evicted;       /* and one "pending connection evicted" */
-    bq_log_limit_t closed;        /* and one "connection closed" of a stranger */
-    bq_log_limit_t unexpected;    /* and one "unexpected message" */
+    bq_report_limit_t tls_refused;   /* one "TLS peer refused" line a second */
+    bq_report_limit_t hello_refused; /* and one "standby refused" line */
+    bq_report_limit_t ack_clamped;   /* and one "acknowledged records it was never sent" */
+    bq_report_limit_t evicted;       /* and one "pending connection evicted" */
+    bq_report_limit_t closed;        /* and one "connection closed" of a stranger */
+    bq_report_limit_t unexpected;    /* and one "unexpected message" */
     uv_tcp_t listener;
     bool listening, closing;
     uv_timer_t beat, deadline;
@@ -100,8 +100,8 @@ static void pump(conn_t *c)
     if (c->closed || c->slot < 0 || c->f->slots[c->slot].witness)
         return;
     if (bq_sender_pump(&c->f->slots[c->slot].sender, err, sizeof err) != 0) {
-        bq_log(BQ_LOG_ERROR, "replication: cannot stream the binlog", "standby=%s err=\"%s\"",
-               c->f->names[c->slot], err);
+        bq_report(BQ_REPORT_ERROR, "replication: cannot stream the binlog", "standby=%s err=\"%s\"",
+                  c->f->names[c->slot], err);
         c->closed = true;
         bq_link_close(c->link, err);
     }
@@ -230,15 +230,15 @@ static void welcome_witness(conn_t *c)
         bq_link_close(c->link, "cannot welcome the witness");
         return;
     }
-    bq_log(BQ_LOG_INFO, "replication: witness connected", "witness=%s peer=%s security=%s",
-           f->names[c->slot], bq_link_peer_addr(c->link), bq_link_security(c->link));
+    bq_report(BQ_REPORT_INFO, "replication: witness connected", "witness=%s peer=%s security=%s",
+              f->names[c->slot], bq_link_peer_addr(c->link), bq_link_security(c->link));
 }
 
 static void refuse_hello(conn_t *c, const Bq__Repl__Hello *h, const bq_hs_decision_t *d)
 {
-    bq_log_limited(&c->f->hello_refused, BQ_LOG_WARN, "replication: standby refused",
-                   "peer=%s node=\"%.64s\" why=\"%s\"", bq_link_peer_addr(c->link), h->node_id,
-                   d->detail);
+    bq_report_limited(&c->f->hello_refused, BQ_REPORT_WARN, "replication: standby refused",
+                      "peer=%s node=\"%.64s\" why=\"%s\"", bq_link_peer_addr(c->link), h->node_id,
+                      d->detail);
     send_refuse(c, d->reason, d->detail);
 }
 
@@ -279,19 +279,19 @@ static void on_hello(conn_t *c, const Bq__Repl__Hello *h)
     uint64_t last = f->log->written_lsn(f->log->arg);
     if (bq_sender_init(&s->sender, f->log, c->link, d.seg, d.start_lsn, err, sizeof err) != 0 ||
         send_welcome(c, &d, last) != 0) {
-        bq_log(BQ_LOG_ERROR, "replication: cannot start streaming", "standby=%s err=\"%s\"",
-               h->node_id, err);
+        bq_report(BQ_REPORT_ERROR, "replication: cannot start streaming", "standby=%s err=\"%s\"",
+                  h->node_id, err);
         c->closed = true;
         bq_link_close(c->link, "cannot start streaming");
         return;
     }
     s->resyncing = d.action == BQ_HS_RESYNC;
     bq_commit_connected(&f->commit, (size_t)i, s->resyncing ? 0 : h->last_lsn, mono_now());
-    bq_log(BQ_LOG_INFO, "replication: standby connected",
-           "standby=%s peer=%s security=%s start=%s from_lsn=%llu last_lsn=%llu", h->node_id,
-           bq_link_peer_addr(c->link), bq_link_security(c->link),
-           s->resyncing ? "resync" : "resume", (unsigned long long)d.start_lsn,
-           (unsigned long long)last);
+    bq_report(BQ_REPORT_INFO, "replication: standby connected",
+              "standby=%s peer=%s security=%s start=%s from_lsn=%llu last_lsn=%llu", h->node_id,
+              bq_link_peer_addr(c->link), bq_link_security(c->link),
+              s->resyncing ? "resync" : "resume", (unsigned long long)d.start_lsn,
+              (unsigned long long)last);
     pump(c);
     committed(f);
 }
@@ -318,10 +318,10 @@ static void on_ack(conn_t *c, const Bq__Repl__Ack *a)
     uint64_t sent = s->sender.next_lsn > 0 ? s->sender.next_lsn - 1 : 0;
     uint64_t w = a->written_lsn, fl = a->flushed_lsn, ap = a->applied_lsn;
     if (w > sent || fl > sent || ap > sent) {
-        bq_log_limited(&f->ack_clamped, BQ_LOG_WARN,
-                       "replication: a standby acknowledged records it was never sent",
-                       "standby=%s sent=%" PRIu64 " written=%" PRIu64 " flushed=%" PRIu64,
-                       f->names[c->slot], sent, w, fl);
+        bq_report_limited(&f->ack_clamped, BQ_REPORT_WARN,
+                          "replication: a standby acknowledged records it was never sent",
+                          "standby=%s sent=%" PRIu64 " written=%" PRIu64 " flushed=%" PRIu64,
+                          f->names[c->slot], sent, w, fl);
         w = w > sent ? sent : w;
         fl = fl > sent ? sent : fl;
         ap = ap > sent ? sent : ap;
@@ -378,8 +378,9 @@ static void on_message(bq_link_t *l, const Bq__Repl__Message *m, void *arg)
     else if (c->slot >= 0 && m->body_case == BQ__REPL__MESSAGE__BODY_ACK)
         on_ack(c, m->ack);
     else {
-        bq_log_limited(&c->f->unexpected, BQ_LOG_WARN, "replication: unexpected message; closing",
-                       "peer=%s message=%s", bq_link_peer_addr(c->link), bq_wire_body_name(m));
+        bq_report_limited(&c->f->unexpected, BQ_REPORT_WARN,
+                          "replication: unexpected message; closing", "peer=%s message=%s",
+                          bq_link_peer_addr(c->link), bq_wire_body_name(m));
         c->closed = true;
         bq_link_close(c->link, "unexpected message");
     }
@@ -388,8 +389,8 @@ static void on_message(bq_link_t *l, const Bq__Repl__Message *m, void *arg)
 static void on_open(bq_link_t *l, void *arg)
 {
     (void)arg;
-    bq_log(BQ_LOG_DEBUG, "replication: link open", "peer=%s security=%s", bq_link_peer_addr(l),
-           bq_link_security(l));
+    bq_report(BQ_REPORT_DEBUG, "replication: link open", "peer=%s security=%s",
+              bq_link_peer_addr(l), bq_link_security(l));
 }
 
 static void on_writable(bq_link_t *l, void *arg)
@@ -408,20 +409,20 @@ static void on_close(bq_link_t *l, const char *why, void *arg)
         bq_sender_free(&s->sender);
         s->conn = NULL;
         bq_commit_disconnected(&f->commit, (size_t)c->slot, mono_now());
-        bq_log(BQ_LOG_WARN, "replication: standby disconnected", "standby=%s why=\"%s\"",
-               f->names[c->slot], why);
+        bq_report(BQ_REPORT_WARN, "replication: standby disconnected", "standby=%s why=\"%s\"",
+                  f->names[c->slot], why);
         committed(f);
     } else if (c->slot < 0) {
         forget_pending(f, c);
         if (bq_link_tls_refused(why))
-            bq_log_limited(&f->tls_refused, BQ_LOG_WARN, "replication: TLS peer refused",
-                           "peer=%s why=\"%s\"", bq_link_peer_addr(l), why);
+            bq_report_limited(&f->tls_refused, BQ_REPORT_WARN, "replication: TLS peer refused",
+                              "peer=%s why=\"%s\"", bq_link_peer_addr(l), why);
         else if (c->routine)
-            bq_log(BQ_LOG_DEBUG, "replication: connection closed", "peer=%s why=\"%s\"",
-                   bq_link_peer_addr(l), why);
+            bq_report(BQ_REPORT_DEBUG, "replication: connection closed", "peer=%s why=\"%s\"",
+                      bq_link_peer_addr(l), why);
         else /* a stranger can cause it: at most one line a second */
-            bq_log_limited(&f->closed, BQ_LOG_INFO, "replication: connection closed",
-                           "peer=%s why=\"%s\"", bq_link_peer_addr(l), why);
+            bq_report_limited(&f->closed, BQ_REPORT_INFO, "replication: connection closed",
+                              "peer=%s why=\"%s\"", bq_link_peer_addr(l), why);
     }
     free(c);
 }
@@ -460,8 +461,8 @@ static void drop_connection(bq_feeder_t *f, uv_stream_t *server)
         return;
     }
     if (uv_accept(server, (uv_stream_t *)t) == 0)
-        bq_log_limited(&f->evicted, BQ_LOG_WARN, "replication: connection dropped",
-                       "reason=\"out of memory\"");
+        bq_report_limited(&f->evicted, BQ_REPORT_WARN, "replication: connection dropped",
+                          "reason=\"out of memory\"");
     uv_close((uv_handle_t *)t, free_handle);
 }
 
@@ -498,10 +499,10 @@ static size_t admit_pending(bq_feeder_t *f, const char *source)
     bq_admit_decision_t d = bq_admit_decide(open, n, source, &lim);
     if (d.evict >= 0) {
         conn_t *old = f->pending[at[d.evict]];
-        bq_log_limited(&f->evicted, BQ_LOG_WARN, "replication: pending connection evicted",
-                       "peer=%s reason=\"%s\"", bq_link_peer_addr(old->link),
-                       d.per_source ? "too many unauthenticated connections from one address"
-                                    : "every pending slot in use");
+        bq_report_limited(&f->evicted, BQ_REPORT_WARN, "replication: pending connection evicted",
+                          "peer=%s reason=\"%s\"", bq_link_peer_addr(old->link),
+                          d.per_source ? "too many unauthenticated connections from one address"
+                                       : "every pending slot in use");
         forget_pending(f, old);
         old->closed = true;
         bq_link_close(old->link, "evicted: too many unauthenticated connections");
@@ -646,12 +647,6 @@ int bq_feeder_listen(bq_feeder_t *f, const char *host, const char *port)
     }
     if (r == 0)
         r = uv_listen((uv_stream_t *)&f->listener, 64, on_connection);
-    if (r != 0)
-        bq_log(BQ_LOG_ERROR, "replication: cannot listen", "addr=%s:%s err=\"%s\"", host, port,
-               uv_strerror(r));
-    else
-        bq_log(BQ_LOG_INFO, "replication: listening", "addr=%s:%s role=%s", host, port,
-               f->cfg.primary ? "primary" : "standby");
     return r;
 }
 

@@ -422,7 +422,14 @@ static int start_feeder(bq_cluster_t *c, const bq_repl_config_t *rc)
         memmove(host, host + 1, hl - 2);
         host[hl - 2] = '\0';
     }
-    return bq_feeder_listen(c->feeder, host, port) == 0 ? 0 : -1;
+    int r = bq_feeder_listen(c->feeder, host, port);
+    if (r != 0)
+        bq_log(BQ_LOG_ERROR, "replication: cannot listen", "addr=%s:%s err=\"%s\"", host, port,
+               uv_strerror(r));
+    else
+        bq_log(BQ_LOG_INFO, "replication: listening", "addr=%s:%s role=%s", host, port,
+               fc.primary ? "primary" : "standby");
+    return r == 0 ? 0 : -1;
 }
 
 static int start_receiver(bq_cluster_t *c, const bq_repl_config_t *rc)
