@@ -13,7 +13,7 @@
 #include "replication/follow.h"
 #include "replication/handshake.h"
 #include "replication/link.h"
-#include "node/base/log.h"
+#include "replication/report.h"
 #include "replication/wire.h"
 
 #define BACKOFF_MIN_MS 100
@@ -26,7 +26,7 @@ struct bq_receiver {
     bq_repl_config_t cfg;
     const bq_repl_sink_t *sink;
     uv_timer_t retry, beat;
-    bq_log_limit_t tls_refused; /* one "TLS peer refused" line a second */
+    bq_report_limit_t tls_refused; /* one "TLS peer refused" line a second */
     bq_link_t *link;
     state_t state;
     bool closing;
@@ -72,10 +72,10 @@ static void send_ack(bq_receiver_t *r, bool force)
 }
 
 /* Drops the link with a logged reason; a retry follows from on_close. */
-static void drop(bq_receiver_t *r, bq_log_level_t level, const char *why, const char *detail)
+static void drop(bq_receiver_t *r, bq_report_level_t level, const char *why, const char *detail)
 {
-    bq_log(level, "replication: dropping the link to the primary", "peer=%s why=\"%s\" %s",
-           r->cfg.peers[r->peer].name, why, detail ? detail : "");
+    bq_report(level, "replication: dropping the link to the primary", "peer=%s why=\"%s\" %s",
+              r->cfg.peers[r->peer].name, why, detail ? detail : "");
     bq_link_close(r->link, why);
 }
 
@@ -87,11 +87,11 @@ static void on_welcome(bq_receiver_t *r, const Bq__Repl__Welcome *w)
                                 ? BQ_FOLLOW_OK
                                 : bq_follow_welcome(&r->follow, r->hello_epoch, r->hello_lsn, w);
     if (st != BQ_FOLLOW_OK) {
-        drop(r, BQ_LOG_ERROR, bq_follow_status_name(st), "message=welcome");
+        drop(r, BQ_REPORT_ERROR, bq_follow_status_name(st), "message=welcome");
         return;
     }
     if (k->heard && !k->heard(k->arg, (size_t)r->peer, w->epoch, NULL)) {
-        drop(r, BQ_LOG_WARN, "the primary's epoch is stale", NULL);
+        drop(r, BQ_REPORT_WARN, "the primary's epoch is stale", NULL);
         return;
     }
     r->state = FOLLOWING;
@@ -108,14 +108,19 @@ static void on_welcome(bq_receiver_t *r, const Bq__Repl__Welcome *w)
     const bq_repl_peer_t *p = &r->cfg.peers[r->peer];
     char port[8];
     snprintf(port, sizeof port, "%u", (unsigned)w->client_port);
-    k->primary(k->arg, w->node_id, w->client_host[0] ? w->client_host : p->host, port);
-    bq_log(BQ_LOG_INFO, "replication: following the primary",
-           "primary=%s security=%s start=%s from_lsn=%llu primary_last_lsn=%llu epoch=%llu",
-           w->node_id, r->security, r->resyncing ? "resync" : "resume",
-           (unsigned long long)w->start_lsn, (unsigned long long)w->last_lsn,
-           (unsigned long long)w->epoch);
+    bq_repl_primary_t known = {
+        .node = w->node_id,
+        .host = w->client_host[0] ? w->client_host : p->host,
+        .port = port,
+        .security = r->security,
+        .resync = r->resyncing,
+        .start_lsn = w->start_lsn,
+        .last_lsn = w->last_lsn,
+        .epoch = w->epoch,
+    };
+    k->primary(k->arg, &known);
     if (r->resyncing && k->resync_begin(k->arg) != 0)
-        drop(r, BQ_LOG_ERROR, "cannot start a resync", NULL);
+        drop(r, BQ_REPORT_ERROR, "cannot start a resync", NULL);
     else
         send_ack(r, true);
 }
@@ -126,9 +131,7 @@ static void maybe_resync_done(bq_receiver_t *r)
     if (!r->resyncing || r->follow.next_lsn <= r->resync_until)
         return;
     r->resyncing = false;
-    bq_log(BQ_LOG_INFO, "replication: resync downloaded; installing it",
-           "last_lsn=%llu", (unsigned long long)(r->follow.next_lsn - 1));
-    r->sink->resync_done(r->sink->arg);
+    r->sink->resync_done(r->sink->arg, r->follow.next_lsn - 1);
 }
 
 static void on_segment(bq_receiver_t *r, const Bq__Repl__SegmentStart *s)
@@ -138,7 +141,7 @@ static void on_segment(bq_receiver_t *r, const Bq__Repl__SegmentStart *s)
     bq_follow_status_t st = bq_follow_segment(&r->follow, s, &checkpoint);
     int rc = 0;
     if (st != BQ_FOLLOW_OK) {
-        drop(r, BQ_LOG_ERROR, bq_follow_status_name(st), "message=segment");
+        drop(r, BQ_REPORT_ERROR, bq_follow_status_name(st), "message=segment");
         return;
     }
     if (r->resyncing)
@@ -146,7 +149,7 @@ static void on_segment(bq_receiver_t *r, const Bq__Repl__SegmentStart *s)
     else
         rc = k->segment(k->arg, s->first_lsn, s->epoch, s->created_wall);
     if (rc != 0)
-        drop(r, BQ_LOG_ERROR, "cannot open a local segment", NULL);
+        drop(r, BQ_REPORT_ERROR, "cannot open a local segment", NULL);
 }
 
 static void on_frames(bq_receiver_t *r, const Bq__Repl__Frames *fr)
@@ -157,14 +160,14 @@ static void on_frames(bq_receiver_t *r, const Bq__Repl__Frames *fr)
     if (st != BQ_FOLLOW_OK) {
         char detail[64];
         snprintf(detail, sizeof detail, "lsn=%llu", (unsigned long long)bad);
-        drop(r, BQ_LOG_ERROR, bq_follow_status_name(st), detail);
+        drop(r, BQ_REPORT_ERROR, bq_follow_status_name(st), detail);
         return;
     }
     int rc = r->resyncing ? k->resync_frames(k->arg, fr->data.data, fr->data.len)
                           : k->frames(k->arg, fr->data.data, fr->data.len, last,
                                       r->follow.epoch);
     if (rc != 0) {
-        drop(r, BQ_LOG_ERROR, "cannot take the frames", NULL);
+        drop(r, BQ_REPORT_ERROR, "cannot take the frames", NULL);
         return;
     }
     if (r->resyncing)
@@ -177,7 +180,7 @@ static void on_heartbeat(bq_receiver_t *r, const Bq__Repl__Heartbeat *hb)
 {
     const bq_repl_sink_t *k = r->sink;
     if (k->heard && !k->heard(k->arg, (size_t)r->peer, hb->epoch, hb)) {
-        drop(r, BQ_LOG_WARN, "the primary's epoch is stale", NULL);
+        drop(r, BQ_REPORT_WARN, "the primary's epoch is stale", NULL);
         return;
     }
     r->p_epoch = hb->epoch;
@@ -190,7 +193,7 @@ static void on_heartbeat(bq_receiver_t *r, const Bq__Repl__Heartbeat *hb)
 static void on_refuse(bq_receiver_t *r, const Bq__Repl__Refuse *f)
 {
     bool quiet = f->reason == BQ__REPL__REFUSE_REASON__NOT_PRIMARY;
-    drop(r, quiet ? BQ_LOG_DEBUG : BQ_LOG_ERROR, "refused by the peer", f->detail);
+    drop(r, quiet ? BQ_REPORT_DEBUG : BQ_REPORT_ERROR, "refused by the peer", f->detail);
 }
 
 static void on_message(bq_link_t *l, const Bq__Repl__Message *m, void *arg)
@@ -226,7 +229,7 @@ static void on_message(bq_link_t *l, const Bq__Repl__Message *m, void *arg)
     default:
         break;
     }
-    drop(r, BQ_LOG_ERROR, "unexpected message", bq_wire_body_name(m));
+    drop(r, BQ_REPORT_ERROR, "unexpected message", bq_wire_body_name(m));
 }
 
 static void on_open(bq_link_t *l, void *arg)
@@ -258,16 +261,14 @@ static void on_close(bq_link_t *l, const char *why, void *arg)
     bq_receiver_t *r = arg;
     (void)l;
     if (r->state == FOLLOWING) {
-        bq_log(BQ_LOG_WARN, "replication: lost the primary", "primary=%s why=\"%s\"", r->primary,
-               why);
-        r->sink->primary(r->sink->arg, NULL, NULL, NULL);
+        r->sink->primary_lost(r->sink->arg, r->primary, why);
         r->primary[0] = '\0';
     } else if (bq_link_tls_refused(why)) {
-        bq_log_limited(&r->tls_refused, BQ_LOG_WARN, "replication: TLS peer refused",
-                       "peer=%s why=\"%s\"", r->cfg.peers[r->peer].name, why);
+        bq_report_limited(&r->tls_refused, BQ_REPORT_WARN, "replication: TLS peer refused",
+                          "peer=%s why=\"%s\"", r->cfg.peers[r->peer].name, why);
     } else {
-        bq_log(BQ_LOG_DEBUG, "replication: no stream from peer", "peer=%s why=\"%s\"",
-               r->cfg.peers[r->peer].name, why);
+        bq_report(BQ_REPORT_DEBUG, "replication: no stream from peer", "peer=%s why=\"%s\"",
+                  r->cfg.peers[r->peer].name, why);
     }
     if (r->resyncing)
         r->sink->resync_abort(r->sink->arg);

@@ -20,7 +20,21 @@
 #include "proto/repl.pb-c.h"
 #include "replication/repl.h"
 
-/* What the receiver needs from the node (all borrowed). */
+/* The primary a standby follows, as its Welcome described it. */
+typedef struct bq_repl_primary {
+    const char *node;     /* its node id */
+    const char *host;     /* where clients are proxied to: its client address */
+    const char *port;
+    const char *security; /* the link's protocol: "TLSv1.3" etc. */
+    bool resync;          /* the stream starts with a full resync */
+    uint64_t start_lsn;   /* the first record the stream carries */
+    uint64_t last_lsn;    /* the primary's last record at its Welcome */
+    uint64_t epoch;       /* the primary's epoch */
+} bq_repl_primary_t;
+
+/* What the receiver needs from the node (all borrowed). The receiver
+ * reports the events these hooks carry through them alone: the node logs
+ * them (node/cluster.c); what no hook carries goes to replication/report.h. */
 typedef struct bq_repl_sink {
     /* The local log: its last frame (applied), that frame's epoch, and how
      * far it is written and durable. */
@@ -41,13 +55,16 @@ typedef struct bq_repl_sink {
     int (*resync_segment)(void *arg, uint64_t first_lsn, uint64_t epoch, int64_t created_wall,
                           bool checkpoint);
     int (*resync_frames)(void *arg, const uint8_t *data, size_t len);
-    /* The download caught up with the primary: install it (the node
-     * restarts on it). */
-    void (*resync_done)(void *arg);
+    /* The download caught up with the primary, up to last_lsn: install it
+     * (the node restarts on it). */
+    void (*resync_done)(void *arg, uint64_t last_lsn);
     void (*resync_abort)(void *arg);
-    /* The primary is known (node id, client host and port) or, with NULL
-     * node, no longer known. */
-    void (*primary)(void *arg, const char *node, const char *host, const char *port);
+    /* The primary is known: p (borrowed for the call) describes it and the
+     * stream it starts. */
+    void (*primary)(void *arg, const bq_repl_primary_t *p);
+    /* The primary followed, node id `node`, was lost (why: the link's close
+     * reason): none is known until the next call of primary. */
+    void (*primary_lost)(void *arg, const char *node, const char *why);
     /* Optional (elections): the primary, peer `peer` of epoch, was heard
      * (hb: its heartbeat, NULL for its Welcome). false: that epoch is stale
      * here; the link is dropped. */

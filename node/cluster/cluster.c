@@ -200,9 +200,11 @@ static void restart(bq_cluster_t *c, const char *why)
 
 /* The download is complete: the process starts again on it (the new image
  * installs the download). */
-static void sink_resync_done(void *arg)
+static void sink_resync_done(void *arg, uint64_t last_lsn)
 {
     bq_cluster_t *c = arg;
+    bq_log(BQ_LOG_INFO, "replication: resync downloaded; installing it", "last_lsn=%" PRIu64,
+           last_lsn);
     bq_resync_t *r = c->resync;
     c->resync = NULL;
     if (!r || bq_resync_finish(r) != 0)
@@ -211,11 +213,24 @@ static void sink_resync_done(void *arg)
     restart(c, "install the resync");
 }
 
-static void sink_primary(void *arg, const char *node, const char *host, const char *port)
+static void sink_primary(void *arg, const bq_repl_primary_t *p)
 {
     bq_cluster_t *c = arg;
-    snprintf(c->primary_name, sizeof c->primary_name, "%s", node ? node : "");
-    bq_proxy_set_target(c->proxy, host, port);
+    snprintf(c->primary_name, sizeof c->primary_name, "%s", p->node);
+    bq_proxy_set_target(c->proxy, p->host, p->port);
+    bq_log(BQ_LOG_INFO, "replication: following the primary",
+           "primary=%s security=%s start=%s from_lsn=%" PRIu64 " primary_last_lsn=%" PRIu64
+           " epoch=%" PRIu64,
+           p->node, p->security, p->resync ? "resync" : "resume", p->start_lsn, p->last_lsn,
+           p->epoch);
+}
+
+static void sink_primary_lost(void *arg, const char *node, const char *why)
+{
+    bq_cluster_t *c = arg;
+    bq_log(BQ_LOG_WARN, "replication: lost the primary", "primary=%s why=\"%s\"", node, why);
+    c->primary_name[0] = '\0';
+    bq_proxy_set_target(c->proxy, NULL, NULL);
 }
 
 static uint64_t sink_seen_epoch(void *arg)
@@ -448,6 +463,7 @@ static int start_receiver(bq_cluster_t *c, const bq_repl_config_t *rc)
         .resync_done = sink_resync_done,
         .resync_abort = sink_resync_abort,
         .primary = sink_primary,
+        .primary_lost = sink_primary_lost,
         .heard = sink_heard,
         .kept_floor = c->f->role == BQ_ROLE_WITNESS ? sink_kept_floor : NULL,
         .promote = sink_promote,
