@@ -1,7 +1,7 @@
 /* The report sink (see report.h): one installed sink, and the one-line-a-
  * second limit kept per event on the monotonic clock, as node/log.c keeps
  * its own. */
-#include "report.h"
+#include "replication/report.h"
 
 #include <stddef.h>
 #include <time.h>
