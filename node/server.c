@@ -33,13 +33,28 @@ static bq_now_t clients_now(void *arg)
     return bq_server_now(arg);
 }
 
+/* Refuses writes (drain mode: put answers DRAINING) while the cluster
+ * gives a reason (why) or SIGUSR1 asked, or takes them again, logging a
+ * change. */
+static void set_refusal(bq_server_t *s, const char *why)
+{
+    bool refusing = why != NULL;
+    if (bq_engine_draining(s->engine) != (s->drain_signal || refusing)) {
+        bq_engine_set_draining(s->engine, s->drain_signal || refusing);
+        if (refusing)
+            bq_log(BQ_LOG_WARN, "refusing writes", "why=\"%s\"", why);
+        else
+            bq_logm(BQ_LOG_INFO, "taking writes again");
+    }
+}
+
 /* A primary may have been fenced since the last event (a pause): writes
  * are refused with DRAINING before they are tried. */
 static void clients_before_feed(void *arg)
 {
     bq_server_t *s = arg;
     if (s->cluster)
-        bq_server_check_refusal(s);
+        set_refusal(s, bq_cluster_refusal(s->cluster));
 }
 
 static void on_timer(uv_timer_t *t)
@@ -237,41 +252,26 @@ int bq_server_init(bq_server_t *s, const bq_flags_t *f)
     return start_handles(s) == 0 ? 0 : BQ_SERVER_EINIT;
 }
 
-uint64_t bq_server_release_lsn(bq_server_t *s)
+/* The cluster's release point or refusal may have changed (pushed by it,
+ * host.released): replies up to lsn may leave. */
+static void cluster_released(void *arg, uint64_t lsn, const char *refusal)
 {
-    uint64_t local = bq_binlog_release_lsn(s->binlog);
-    return s->cluster ? bq_cluster_release(s->cluster, local) : local;
-}
-
-void bq_server_check_refusal(bq_server_t *s)
-{
-    const char *why = bq_cluster_refusal(s->cluster);
-    bool refusing = why != NULL;
-    if (bq_engine_draining(s->engine) != (s->drain_signal || refusing)) {
-        bq_engine_set_draining(s->engine, s->drain_signal || refusing);
-        if (refusing)
-            bq_log(BQ_LOG_WARN, "refusing writes", "why=\"%s\"", why);
-        else
-            bq_logm(BQ_LOG_INFO, "taking writes again");
-    }
-}
-
-void bq_server_released(bq_server_t *s)
-{
+    bq_server_t *s = arg;
     if (s->stopping)
         return;
-    uint64_t lsn = bq_server_release_lsn(s);
-    bq_server_check_refusal(s);
+    set_refusal(s, refusal);
     bq_clients_release(&s->clients, lsn);
 }
 
-/* The binlog released more replies: flush every connection holding some. */
+/* The binlog released more replies: in a cluster the cluster decides how
+ * far they may leave (it calls cluster_released); alone, that far. */
 static void on_released(void *arg)
 {
     bq_server_t *s = arg;
     if (s->cluster)
         bq_cluster_synced(s->cluster);
-    bq_server_released(s);
+    else if (!s->stopping)
+        bq_clients_release(&s->clients, bq_binlog_release_lsn(s->binlog));
 }
 
 static void on_written(void *arg)
@@ -320,7 +320,13 @@ int bq_server_start_binlog(bq_server_t *s, const bq_flags_t *f)
 int bq_server_start_cluster(bq_server_t *s, const bq_flags_t *f, const bq_failover_plan_t *plan,
                             char **argv)
 {
-    if (f->role != BQ_ROLE_SINGLE && bq_cluster_start(&s->cluster, s, f, plan, argv) != 0)
+    bq_cluster_host_t host = {.loop = &s->loop,
+                              .engine = s->engine,
+                              .binlog = s->binlog,
+                              .listener = &s->listener,
+                              .released = cluster_released,
+                              .arg = s};
+    if (f->role != BQ_ROLE_SINGLE && bq_cluster_start(&s->cluster, &host, f, plan, argv) != 0)
         return BQ_SERVER_EINIT;
     s->admin_node = (bq_admin_node_t){
         .loop = &s->loop, .engine = s->engine, .binlog = s->binlog, .cluster = s->cluster};

@@ -63,20 +63,6 @@ int bq_server_start_binlog(bq_server_t *s, const bq_flags_t *f);
 int bq_server_start_cluster(bq_server_t *s, const bq_flags_t *f, const bq_failover_plan_t *plan,
                             char **argv);
 
-/* The LSN replies may be released up to: the binlog's release point, held
- * back further by the commit point of synchronous replication. */
-uint64_t bq_server_release_lsn(bq_server_t *s);
-
-/* The release point may have moved: flushes the connections holding
- * replies back, and refuses or takes writes again as the sync fallback
- * says. */
-void bq_server_released(bq_server_t *s);
-
-/* Refuses writes (drain mode: put answers DRAINING) or takes them again as
- * the cluster says now (sync fallback, fencing, a switchover), logging a
- * change. */
-void bq_server_check_refusal(bq_server_t *s);
-
 /* Runs the loop until SIGTERM or SIGINT has closed every handle. */
 void bq_server_run(bq_server_t *s);
 

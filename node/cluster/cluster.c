@@ -22,10 +22,9 @@
 #include "replication/receiver.h"
 #include "node/binlog/resync.h"
 #include "node/binlog/segment.h"
-#include "node/server.h"
 
 struct bq_cluster {
-    bq_server_t *s;
+    bq_cluster_host_t host; /* the node's parts, borrowed */
     const bq_flags_t *f;
     char **argv;
     bool standby, closing;
@@ -60,6 +59,8 @@ struct bq_cluster {
     char extra[4096];
 };
 
+static void tell_release(bq_cluster_t *c);
+
 static const char *role_name(const bq_cluster_t *c)
 {
     return !c->standby ? "primary" : c->f->role == BQ_ROLE_WITNESS ? "witness" : "standby";
@@ -70,14 +71,14 @@ static const char *role_name(const bq_cluster_t *c)
 static size_t log_nsegs(void *arg)
 {
     bq_cluster_t *c = arg;
-    return bq_binlog_nsegs(c->s->binlog);
+    return bq_binlog_nsegs(c->host.binlog);
 }
 
 static void log_seg(void *arg, size_t i, bq_repl_seg_t *out)
 {
     bq_cluster_t *c = arg;
     bq_binlog_seg_info_t in;
-    bq_binlog_seg(c->s->binlog, i, &in);
+    bq_binlog_seg(c->host.binlog, i, &in);
     *out = (bq_repl_seg_t){.seq = in.seq,
                            .first_lsn = in.first_lsn,
                            .epoch = in.epoch,
@@ -90,31 +91,31 @@ static void log_seg(void *arg, size_t i, bq_repl_seg_t *out)
 static void log_path(void *arg, uint64_t seq, char *buf, size_t cap)
 {
     bq_cluster_t *c = arg;
-    bq_segment_path(buf, cap, bq_binlog_dir(c->s->binlog), seq);
+    bq_segment_path(buf, cap, bq_binlog_dir(c->host.binlog), seq);
 }
 
 static uint64_t log_written(void *arg)
 {
     bq_cluster_t *c = arg;
-    return bq_binlog_written_lsn(c->s->binlog);
+    return bq_binlog_written_lsn(c->host.binlog);
 }
 
 static uint64_t log_epoch(void *arg)
 {
     bq_cluster_t *c = arg;
-    return bq_binlog_epoch(c->s->binlog);
+    return bq_binlog_epoch(c->host.binlog);
 }
 
 static uint64_t log_last(void *arg)
 {
     bq_cluster_t *c = arg;
-    return bq_binlog_last_lsn(c->s->binlog);
+    return bq_binlog_last_lsn(c->host.binlog);
 }
 
 static uint64_t log_durable(void *arg)
 {
     bq_cluster_t *c = arg;
-    return bq_binlog_durable_lsn(c->s->binlog);
+    return bq_binlog_durable_lsn(c->host.binlog);
 }
 
 /* ---- the binlog and engine as replication's sink (standby) ---- */
@@ -123,7 +124,7 @@ static int sink_segment(void *arg, uint64_t first_lsn, uint64_t epoch, int64_t c
 {
     bq_cluster_t *c = arg;
     (void)created_wall; /* the standby's segment is stamped with its own clock */
-    int r = bq_binlog_follow_segment(c->s->binlog, first_lsn, epoch, bq_clock_now());
+    int r = bq_binlog_follow_segment(c->host.binlog, first_lsn, epoch, bq_clock_now());
     if (r == 0 && c->failover)
         bq_failover_epoch_started(c->failover, epoch, first_lsn, c->primary_name);
     return r;
@@ -133,7 +134,7 @@ static int sink_frames(void *arg, const uint8_t *data, size_t len, uint64_t last
                        uint64_t epoch)
 {
     bq_cluster_t *c = arg;
-    bq_binlog_t *b = c->s->binlog;
+    bq_binlog_t *b = c->host.binlog;
     if (bq_binlog_follow_frames(b, data, len, last_lsn, epoch) != 0)
         return -1;
     uint32_t file = bq_binlog_current_file(b);
@@ -142,7 +143,7 @@ static int sink_frames(void *arg, const uint8_t *data, size_t len, uint64_t last
     for (size_t off = 0; off < len;) {
         bq_frame_t f;
         bq_frame_read_header(data + off, &f);
-        int r = bq_engine_apply(c->s->engine, data + off + BQ_FRAME_HEADER, f.len, file, now);
+        int r = bq_engine_apply(c->host.engine, data + off + BQ_FRAME_HEADER, f.len, file, now);
         if (r != 0) {
             bq_log(BQ_LOG_ERROR, "replication: a record from the primary cannot be applied",
                    "lsn=%" PRIu64 " err=%d", f.lsn, r);
@@ -158,7 +159,7 @@ static int sink_resync_begin(void *arg)
     bq_cluster_t *c = arg;
     bq_resync_abort(c->resync);
     c->resync = NULL;
-    return bq_resync_begin(&c->resync, bq_binlog_dir(c->s->binlog), c->f->node_id,
+    return bq_resync_begin(&c->resync, bq_binlog_dir(c->host.binlog), c->f->node_id,
                            c->f->cluster_id);
 }
 
@@ -188,7 +189,7 @@ static void sink_resync_abort(void *arg)
 static void restart(bq_cluster_t *c, const char *why)
 {
     bq_log(BQ_LOG_INFO, "restarting", "why=\"%s\"", why);
-    if (bq_listen_pass_on_exec(&c->s->listener) != 0)
+    if (bq_listen_pass_on_exec(c->host.listener) != 0)
         bq_log(BQ_LOG_WARN, "cannot pass the listening socket on; the new image binds again",
                "err=\"%s\"", strerror(errno));
     bq_metrics_counters_export_env();
@@ -267,7 +268,7 @@ static void sink_promote(void *arg, size_t peer, uint64_t epoch)
 static bq_el_pos_t fo_mine(void *arg)
 {
     bq_cluster_t *c = arg;
-    bq_binlog_t *b = c->s->binlog;
+    bq_binlog_t *b = c->host.binlog;
     return (bq_el_pos_t){.epoch = bq_binlog_epoch(b), .lsn = bq_binlog_last_lsn(b)};
 }
 
@@ -306,14 +307,14 @@ static void fo_step_down(void *arg)
     bq_metrics_count(BQ_COUNTER_BECAME_STANDBY);
     c->restart_why = "a higher epoch exists: stepping down to standby";
     uv_timer_start(&c->restart, on_restart, 100, 0);
-    bq_server_released(c->s);
+    tell_release(c);
 }
 
 static void fo_fence(void *arg)
 {
     bq_cluster_t *c = arg;
     if (!c->closing && !c->standby && c->feeder)
-        bq_server_released(c->s);
+        tell_release(c);
 }
 
 static void fd_vote(void *arg, size_t peer, const Bq__Repl__VoteRequest *req,
@@ -345,8 +346,8 @@ static int start_failover(bq_cluster_t *c, const bq_failover_plan_t *plan,
                              .step_down = fo_step_down,
                              .fence = fo_fence,
                              .arg = c};
-    bq_binlog_t *b = c->s->binlog;
-    if (bq_failover_start(&c->failover, &c->s->loop, c->f, plan, bq_binlog_epoch(b), rc, &h) != 0)
+    bq_binlog_t *b = c->host.binlog;
+    if (bq_failover_start(&c->failover, c->host.loop, c->f, plan, bq_binlog_epoch(b), rc, &h) != 0)
         return -1;
     if (!c->standby && bq_binlog_nsegs(b) > 0) {
         bq_binlog_seg_info_t cur;
@@ -419,7 +420,7 @@ static int start_feeder(bq_cluster_t *c, const bq_repl_config_t *rc)
                              .written_lsn = log_written,
                              .epoch = log_epoch,
                              .arg = c};
-    c->feeder = bq_feeder_new(&c->s->loop, &fc, &c->log, on_committed, c);
+    c->feeder = bq_feeder_new(c->host.loop, &fc, &c->log, on_committed, c);
     if (!c->feeder)
         return -1;
     char host[256], port[8];
@@ -469,21 +470,21 @@ static int start_receiver(bq_cluster_t *c, const bq_repl_config_t *rc)
         .promote = sink_promote,
         .arg = c,
     };
-    c->proxy = bq_proxy_new(&c->s->loop);
-    c->receiver = bq_receiver_new(&c->s->loop, rc, &c->sink);
+    c->proxy = bq_proxy_new(c->host.loop);
+    c->receiver = bq_receiver_new(c->host.loop, rc, &c->sink);
     if (!c->proxy || !c->receiver)
         return -1;
     bq_receiver_start(c->receiver);
     return 0;
 }
 
-int bq_cluster_start(bq_cluster_t **out, bq_server_t *s, const bq_flags_t *f,
+int bq_cluster_start(bq_cluster_t **out, const bq_cluster_host_t *host, const bq_flags_t *f,
                      const bq_failover_plan_t *plan, char **argv)
 {
     bq_cluster_t *c = calloc(1, sizeof *c);
     if (!c)
         return -1;
-    c->s = s;
+    c->host = *host;
     c->f = f;
     c->argv = argv;
     c->sync_logged = -1;
@@ -492,12 +493,12 @@ int bq_cluster_start(bq_cluster_t **out, bq_server_t *s, const bq_flags_t *f,
     if (make_tls(c) != 0)
         return -1;
     repl_config(c, &c->rc);
-    uv_timer_init(&s->loop, &c->restart);
+    uv_timer_init(c->host.loop, &c->restart);
     c->restart.data = c;
-    uv_timer_init(&s->loop, &c->handover.poll);
+    uv_timer_init(c->host.loop, &c->handover.poll);
     c->handover.poll.data = c;
     c->handover.to = -1;
-    uv_timer_init(&s->loop, &c->status);
+    uv_timer_init(c->host.loop, &c->status);
     c->status.data = c;
     if (start_failover(c, plan, &c->rc) != 0 || start_feeder(c, &c->rc) != 0 ||
         (c->standby && start_receiver(c, &c->rc) != 0))
@@ -507,8 +508,9 @@ int bq_cluster_start(bq_cluster_t **out, bq_server_t *s, const bq_flags_t *f,
     bq_log(BQ_LOG_INFO, "cluster mode", "role=%s node=%s cluster=%s epoch=%" PRIu64
            " sync_standbys=%ld sync_fallback=%s",
            role_name(c), f->node_id, f->cluster_id,
-           bq_binlog_epoch(s->binlog), f->sync_standbys,
+           bq_binlog_epoch(c->host.binlog), f->sync_standbys,
            f->sync_fallback_async ? "async" : "refuse");
+    tell_release(c);
     return 0;
 }
 
@@ -539,8 +541,12 @@ void bq_cluster_accept(bq_cluster_t *c, int fd)
     bq_proxy_accept(c->proxy, fd);
 }
 
-uint64_t bq_cluster_release(bq_cluster_t *c, uint64_t local)
+/* The point replies may be released up to now: the binlog's, held back on
+ * a primary by the commit point (brought up to date as of now, which arms
+ * the sync fallback's deadline and logs a change of the sync state). */
+static uint64_t release_now(bq_cluster_t *c)
 {
+    uint64_t local = bq_binlog_release_lsn(c->host.binlog);
     if (c->standby)
         return local;
     /* Fenced, or stepping down: nothing more is acknowledged. */
@@ -549,10 +555,19 @@ uint64_t bq_cluster_release(bq_cluster_t *c, uint64_t local)
     uint64_t r = bq_feeder_commit(c->feeder, local, bq_clock_now().mono);
     log_sync_state(c);
     /* A reply that waits for our own fsync never waits for the -f timer. */
-    bq_binlog_sync_eagerly(c->s->binlog, bq_feeder_wants_self_durable(c->feeder));
+    bq_binlog_sync_eagerly(c->host.binlog, bq_feeder_wants_self_durable(c->feeder));
     if (r > c->released)
         c->released = r;
     return c->released;
+}
+
+/* Tells the host the release point and the refusal as they are now. */
+static void tell_release(bq_cluster_t *c)
+{
+    if (c->closing)
+        return;
+    uint64_t lsn = release_now(c);
+    c->host.released(c->host.arg, lsn, bq_cluster_refusal(c));
 }
 
 int bq_cluster_promote(bq_cluster_t *c, bool force, char *why, size_t whylen)
@@ -585,7 +600,7 @@ static void handover_end(bq_cluster_t *c, int status, const char *text)
     bq_log(status == 200 ? BQ_LOG_INFO : BQ_LOG_WARN, "switchover", "result=\"%s\"", text);
     if (done)
         done(c->handover.arg, status, text);
-    bq_server_released(c->s);
+    tell_release(c);
 }
 
 static void on_handover_poll(uv_timer_t *t)
@@ -623,7 +638,7 @@ static void on_handover_poll(uv_timer_t *t)
         return;
     }
     if (!c->handover.promoted &&
-        sb.flushed >= bq_binlog_last_lsn(c->s->binlog)) {
+        sb.flushed >= bq_binlog_last_lsn(c->host.binlog)) {
         if (bq_feeder_send_promote(c->feeder, to) == 0) {
             c->handover.promoted = true;
             bq_failover_hand_over(c->failover);
@@ -661,7 +676,7 @@ int bq_cluster_switchover(bq_cluster_t *c, const char *to, bq_cluster_done_cb do
         uv_timer_start(&c->handover.poll, on_handover_poll, 0, 5);
         bq_log(BQ_LOG_INFO, "switchover: writes paused until the target has every record",
                "target=%s timeout_ms=%" PRIu64, to, switchover_ms(c->f));
-        bq_server_released(c->s);
+        tell_release(c);
         return 0;
     }
     return -1;
@@ -696,12 +711,12 @@ static void on_committed(void *arg)
     bq_cluster_t *c = arg;
     if (c->closing || c->standby)
         return;
-    bq_server_released(c->s);
+    tell_release(c);
 }
 
 void bq_cluster_written(bq_cluster_t *c)
 {
-    bq_binlog_t *b = c->s->binlog;
+    bq_binlog_t *b = c->host.binlog;
     if (c->standby)
         bq_receiver_progress(c->receiver);
     else
@@ -715,8 +730,9 @@ void bq_cluster_synced(bq_cluster_t *c)
         bq_receiver_progress(c->receiver);
     } else if (c->f->failover_auto && c->feeder) {
         /* The primary's own copy counts once durable (replication/commit.h). */
-        bq_feeder_durable(c->feeder, bq_binlog_durable_lsn(c->s->binlog));
+        bq_feeder_durable(c->feeder, bq_binlog_durable_lsn(c->host.binlog));
     }
+    tell_release(c);
 }
 
 /* ---- status ---- */
@@ -776,7 +792,7 @@ static size_t standby_keys(bq_cluster_t *c, char *buf, size_t cap, size_t n)
 /* Formats every cluster key into c->extra. */
 static const char *format_status(bq_cluster_t *c)
 {
-    bq_binlog_t *b = c->s->binlog;
+    bq_binlog_t *b = c->host.binlog;
     size_t cap = sizeof c->extra;
     size_t n = put_kv(c->extra, cap, 0,
                       "cluster-role: %s\ncluster-node-id: \"%s\"\ncluster-epoch: %" PRIu64
@@ -784,7 +800,7 @@ static const char *format_status(bq_cluster_t *c)
                       "\ncluster-commit-lsn: %" PRIu64 "\n",
                       role_name(c), c->f->node_id, bq_binlog_epoch(b),
                       bq_binlog_last_lsn(b), bq_binlog_durable_lsn(b),
-                      c->standby ? bq_binlog_durable_lsn(b) : bq_server_release_lsn(c->s));
+                      c->standby ? bq_binlog_durable_lsn(b) : c->released);
     n = c->standby ? standby_keys(c, c->extra, cap, n) : primary_keys(c, c->extra, cap, n);
     (void)n;
     return c->extra;
@@ -812,7 +828,7 @@ static void standby_status(bq_cluster_t *c, size_t i, int64_t now, bq_cluster_st
 
 void bq_cluster_status(bq_cluster_t *c, bq_cluster_status_t *st)
 {
-    bq_binlog_t *b = c->s->binlog;
+    bq_binlog_t *b = c->host.binlog;
     const bq_election_t *e = bq_failover_election(c->failover);
     int64_t now = bq_clock_now().mono;
     memset(st, 0, sizeof *st);
@@ -822,7 +838,7 @@ void bq_cluster_status(bq_cluster_t *c, bq_cluster_status_t *st)
     st->epoch = bq_binlog_epoch(b) > e->epoch ? bq_binlog_epoch(b) : e->epoch;
     st->last_lsn = bq_binlog_last_lsn(b);
     st->durable_lsn = bq_binlog_durable_lsn(b);
-    st->commit_lsn = c->standby ? st->durable_lsn : bq_server_release_lsn(c->s);
+    st->commit_lsn = c->standby ? st->durable_lsn : c->released;
     st->failover_auto = c->f->failover_auto;
     st->fenced = !c->standby && !bq_failover_may_ack(c->failover);
     st->sync_standbys = (unsigned)c->f->sync_standbys;

@@ -15,34 +15,50 @@
 
 #include <openssl/ssl.h>
 
-#include "node/cluster/failover.h"
+#include <uv.h>
+
 #include "node/base/flags.h"
+#include "node/binlog/binlog.h"
+#include "node/client/listen.h"
+#include "node/cluster/failover.h"
 #include "protocol/engine.h"
 
-typedef struct bq_server bq_server_t;
 typedef struct bq_cluster bq_cluster_t;
 
-/* Starts cluster mode for s (after its binlog started) as f and plan say;
- * argv is the process's (borrowed: the node restarts itself with it to
- * install a resync or to change role). 0 and a new cluster in *out, or -1
- * (logged). */
-int bq_cluster_start(bq_cluster_t **out, bq_server_t *s, const bq_flags_t *f,
+/* The node's parts the cluster drives (borrowed: the owner, the server,
+ * keeps them until bq_cluster_free), and where it tells what the owner
+ * needs: released(arg, lsn, refusal) whenever the point up to which
+ * replies may leave (it never goes back) or the reason writes are refused
+ * (NULL: taken) may have changed. */
+typedef struct bq_cluster_host {
+    uv_loop_t *loop;
+    bq_engine_t *engine;
+    bq_binlog_t *binlog;
+    bq_listener_t *listener; /* passed on to the process image of a restart */
+    void (*released)(void *arg, uint64_t lsn, const char *refusal);
+    void *arg;
+} bq_cluster_host_t;
+
+/* Starts cluster mode on host (after its binlog started) as f and plan
+ * say; argv is the process's (borrowed: the node restarts itself with it
+ * to install a resync or to change role). 0 and a new cluster in *out, or
+ * -1 (logged). */
+int bq_cluster_start(bq_cluster_t **out, const bq_cluster_host_t *host, const bq_flags_t *f,
                      const bq_failover_plan_t *plan, char **argv);
 
 /* True on a standby. */
 bool bq_cluster_standby(const bq_cluster_t *c);
 
 /* Why the primary refuses writes now (sync fallback "refuse" in force,
- * fenced, a switchover, stepping down), or NULL when it takes them. */
+ * fenced, a switchover, stepping down), or NULL when it takes them; read
+ * with the time now, nothing changes. */
 const char *bq_cluster_refusal(const bq_cluster_t *c);
 
 /* A client connection arrived on a standby: proxied (takes ownership of fd). */
 void bq_cluster_accept(bq_cluster_t *c, int fd);
 
-/* The LSN replies may be released up to, given the binlog's (primary). */
-uint64_t bq_cluster_release(bq_cluster_t *c, uint64_t local);
-
-/* The binlog wrote frames, or synced them. */
+/* The binlog wrote frames, or released more (synced them): the cluster
+ * streams them, and tells the host its release point (host.released). */
 void bq_cluster_written(bq_cluster_t *c);
 void bq_cluster_synced(bq_cluster_t *c);
 
