@@ -300,7 +300,7 @@ static int open_channel(bq_resolve_t *q)
                               ARES_OPT_SOCK_STATE_CB | ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES);
     if (r != ARES_SUCCESS)
         return r == ARES_ENOMEM ? UV_ENOMEM : UV_EAI_FAIL;
-#ifdef BQ_TEST_HOOKS /* not in Release builds (CMakeLists.txt); docs/security.md */
+#ifdef BQ_TEST_HOOKS /* only with -DBQ_TEST_HOOKS=ON (CMakeLists.txt); docs/security.md */
     const char *servers = getenv("BQ_TEST_DNS_SERVERS");
     if (servers && *servers && ares_set_servers_ports_csv(q->ch, servers) != ARES_SUCCESS) {
         ares_destroy(q->ch);

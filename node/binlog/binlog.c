@@ -155,7 +155,7 @@ int bq_binlog_open(bq_binlog_t **out, uv_loop_t *loop, const bq_binlog_config_t 
     b->fd = b->sync_fd = -1;
     b->dirty_since = -1;
     b->fault_after = -1;
-#ifdef BQ_TEST_HOOKS /* not in Release builds (CMakeLists.txt) */
+#ifdef BQ_TEST_HOOKS /* only with -DBQ_TEST_HOOKS=ON (CMakeLists.txt) */
     const char *fault = getenv("BQ_FAULT_FALLOCATE_FAIL_AFTER");
     if (fault && *fault)
         b->fault_after = strtol(fault, NULL, 10);
