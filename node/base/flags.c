@@ -504,17 +504,27 @@ static bq_flags_action_t check_import(bq_flags_t *f)
     return f->action = BQ_FLAGS_IMPORT;
 }
 
-/* Replication needs TLS (all three files) unless --repl-plaintext says not to. */
+/* Replication needs TLS (all three files) unless --repl-plaintext says not
+ * to. That flag is for the tests: a binary built without the test hooks
+ * (the container image) refuses it. */
 static bq_flags_action_t check_tls(bq_flags_t *f)
 {
     int files = (f->tls_cert != NULL) + (f->tls_key != NULL) + (f->tls_ca != NULL);
 
+#ifdef BQ_TEST_HOOKS /* only with -DBQ_TEST_HOOKS=ON (CMakeLists.txt); docs/security.md */
     if (f->repl_plaintext && files > 0)
         return fail(f, "flag conflicts with --tls-cert, --tls-key and --tls-ca",
                     "--repl-plaintext");
     if (!f->repl_plaintext && files < 3)
         return fail(f, "flag requires --tls-cert, --tls-key and --tls-ca, or --repl-plaintext",
                     "--role");
+#else
+    if (f->repl_plaintext)
+        return fail(f, "flag is for tests only: this binary has no test hooks (BQ_TEST_HOOKS)",
+                    "--repl-plaintext");
+    if (files < 3)
+        return fail(f, "flag requires --tls-cert, --tls-key and --tls-ca", "--role");
+#endif
     return BQ_FLAGS_RUN;
 }
 
@@ -776,6 +786,13 @@ bq_flags_admin_scope_t bq_flags_admin_scope(const bq_flags_t *f)
     return BQ_FLAGS_ADMIN_REMOTE;
 }
 
+/* --repl-plaintext is listed only where check_tls accepts it. */
+#ifdef BQ_TEST_HOOKS
+#define USAGE_REPL_PLAINTEXT " --repl-plaintext        replication without TLS (tests only)\n"
+#else
+#define USAGE_REPL_PLAINTEXT ""
+#endif
+
 static void usage_cluster(FILE *out)
 {
     fprintf(out,
@@ -793,7 +810,7 @@ static void usage_cluster(FILE *out)
             " --repl-listen HOST:PORT replication listen address (default: our --peer)\n"
             " --tls-cert FILE --tls-key FILE --tls-ca FILE\n"
             "                         TLS for replication (all three required)\n"
-            " --repl-plaintext        replication without TLS (tests only)\n"
+            USAGE_REPL_PLAINTEXT
             " --sync-standbys N       standbys that must store a write before it is\n"
             "                         acknowledged (default 1 if there is a standby)\n"
             " --sync-fallback async|refuse\n"

@@ -83,7 +83,7 @@ typedef struct bq_flags {
     size_t nwitnesses;
     const char *repl_listen;      /* --repl-listen HOST:PORT (default: our --peer address) */
     const char *tls_cert, *tls_key, *tls_ca; /* --tls-cert/--tls-key/--tls-ca FILE */
-    bool repl_plaintext;          /* --repl-plaintext (tests only: no TLS) */
+    bool repl_plaintext;          /* --repl-plaintext (BQ_TEST_HOOKS builds: no TLS) */
     long sync_standbys;           /* --sync-standbys N; -1 = default (1 with standbys) */
     bool sync_fallback_async;     /* --sync-fallback async|refuse (default async) */
     size_t sync_timeout_ms;       /* --sync-timeout MS (default 2000) */
