@@ -140,10 +140,11 @@ static int conn_index(parser_t *p, const char *name, bool create)
     return c->nconns++;
 }
 
-/* Parses a positive integer word. */
+/* Parses a positive integer word; *out is 0 when it is not one. */
 static int number(parser_t *p, const char *word, long max, long *out)
 {
     char *end;
+    *out = 0;
     errno = 0;
     long v = strtol(word, &end, 10);
     if (errno || end == word || *end || v < 0 || v > max)

@@ -201,7 +201,7 @@ static int setup(void **state)
  * and prints its end (a failed case). */
 static void keep_container_log(suite_t *s, size_t i)
 {
-    char cmd[400];
+    char cmd[512]; /* at most 430: names of 15, directories cut at 160 */
     fprintf(stderr, "---- podman logs %s (last 40 lines) ----\n", g_name[i]);
     snprintf(cmd, sizeof cmd, "podman logs %s >%.160s/%s.container.log 2>&1; tail -n 40 %.160s/%s.container.log >&2",
              g_name[i], s->c->work, g_name[i], s->c->work, g_name[i]);

@@ -116,8 +116,9 @@ static int teardown(void **state)
 static void copy_fixture(ctx_t *c, const char *name)
 {
     char cmd[1200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s/%s' '%s' && rm -f '%s/expected'", c->src,
-             fixtures(), name, c->src, c->src);
+    int n = snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s/%s' '%s' && rm -f '%s/expected'",
+                     c->src, fixtures(), name, c->src, c->src);
+    assert_true(n > 0 && (size_t)n < sizeof cmd); /* BQ_FIXTURES may be long */
     assert_int_equal(run(cmd), 0);
 }
 

@@ -280,6 +280,15 @@ static void add_out(const char *rel, size_t fid)
         fatal("out of memory");
 }
 
+/* rel/name (name alone at the top) into path; a path that does not fit
+ * stops the tool rather than being cut short. */
+static void join_rel(char path[PATH_MAX], const char *rel, const char *name)
+{
+    int n = snprintf(path, PATH_MAX, "%s%s%s", rel, *rel ? "/" : "", name);
+    if (n < 0 || n >= PATH_MAX)
+        fatal("a path is longer than %d bytes: %s/%s", PATH_MAX - 1, rel, name);
+}
+
 static void collect(size_t fid, const char *rel, int depth)
 {
     fobj_t *d = &objs[fid];
@@ -287,7 +296,7 @@ static void collect(size_t fid, const char *rel, int depth)
         fatal("the durable tree is deeper than %d (a cycle?)", MAX_DEPTH);
     for (size_t i = 0; i < d->nents; i++) {
         char path[PATH_MAX];
-        snprintf(path, sizeof path, "%s%s%s", rel, *rel ? "/" : "", d->ents[i].name);
+        join_rel(path, rel, d->ents[i].name);
         add_out(path, d->ents[i].fid);
         if (objs[d->ents[i].fid].dir)
             collect(d->ents[i].fid, path, depth + 1);
@@ -492,7 +501,7 @@ static void walk_real(int dfd, const char *rel, realent_t **list, size_t *n, siz
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
             fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
             continue;
-        snprintf(path, sizeof path, "%s%s%s", rel, *rel ? "/" : "", de->d_name);
+        join_rel(path, rel, de->d_name);
         if (*n == *cap) {
             *cap = *cap ? 2 * *cap : 64;
             *list = xrealloc(*list, *cap * sizeof **list);
