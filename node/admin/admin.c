@@ -4,7 +4,10 @@
  * configuration has a context (required off loopback).
  *
  * Input: the plaintext bytes of a connection are appended to its input
- * buffer and parsed from there, one request at a time. A mutating request
+ * buffer and parsed where they are (node/http_request.h), one request at a
+ * time; a partial head is scanned again only from where the last read
+ * stopped (head_seen), and the request's path and query are slices of the
+ * buffer, used before it changes. A mutating request
  * whose handler has not answered yet holds the connection: later requests
  * stay in the buffer (reading goes on until IN_SOFT bytes wait, so that a
  * client going away is still seen) and are parsed once the answer is queued.
@@ -84,7 +87,8 @@ struct conn {
     size_t queued;              /* bytes of unfinished writes */
     char *in;                   /* plaintext not parsed yet */
     size_t in_len, in_cap;
-    bq_http_parser_t parser;
+    bq_http_request_t req; /* the request being parsed, its slices in `in` */
+    size_t head_seen;      /* bytes of a partial head already parsed; 0 between requests */
     bq_admin_reply_t *pending; /* the request being answered by a handler */
     bool reading, processing, eof, closing, draining, handles_closing;
     bool sniffing;  /* loopback with TLS configured: the first byte decides */
@@ -471,7 +475,7 @@ static void serve_promote(conn_t *c, const bq_http_request_t *q)
 {
     const bq_admin_handlers_t *h = &c->a->h;
     char force[4];
-    int found = bq_http_query_get(q->query, "force", force, sizeof force);
+    int found = bq_http_query_get(q->query, q->query_len, "force", force, sizeof force);
     if (h->promote == NULL) {
         not_found(c, q);
     } else if (found < 0 || (found && strcmp(force, "0") != 0 && strcmp(force, "1") != 0)) {
@@ -489,7 +493,8 @@ static void serve_switchover(conn_t *c, const bq_http_request_t *q)
     char to[NAME_MAX_LEN];
     if (h->switchover == NULL) {
         not_found(c, q);
-    } else if (bq_http_query_get(q->query, "to", to, sizeof to) != 1 || to[0] == '\0') {
+    } else if (bq_http_query_get(q->query, q->query_len, "to", to, sizeof to) != 1 ||
+               to[0] == '\0') {
         send_text(c, 400, "want to=NODE (1 to 63 of A-Z a-z 0-9 . _ -)", NULL, false,
                   q->keep_alive);
     } else {
@@ -514,29 +519,30 @@ static const route_t routes[] = {
 static void log_post(const conn_t *c, const bq_http_request_t *q)
 {
     const char *name = c->tls ? bq_tls_peer_name(c->tls) : NULL;
-    bq_log(BQ_LOG_INFO, "admin request", "method=POST path=\"%s\" query=\"%s\" client=%s name=%s",
-           q->path, q->query, c->peer, name ? name : "-");
+    bq_log(BQ_LOG_INFO, "admin request",
+           "method=POST path=\"%.*s\" query=\"%.*s\" client=%s name=%s", (int)q->path_len, q->path,
+           (int)q->query_len, q->query, c->peer, name ? name : "-");
 }
 
 /* Routes the request the parser completed. */
 static void handle_request(conn_t *c)
 {
-    const bq_http_request_t *q = &c->parser.req;
+    const bq_http_request_t *q = &c->req;
     if (q->method == BQ_HTTP_POST)
         log_post(c, q);
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
         const route_t *rt = &routes[i];
-        if (strcmp(rt->path, q->path) != 0)
+        if (!bq_http_path_is(q, rt->path))
             continue;
         const char *refusal =
             rt->post && q->method == BQ_HTTP_POST
                 ? bq_admin_post_refusal(c->a->cfg.tls != NULL, c->tls != NULL,
                                         c->tls ? bq_tls_peer_name(c->tls) : NULL, c->a->cfg.self,
-                                        q->path)
+                                        rt->path)
                 : NULL;
         if (refusal) {
             bq_log_limited(&c->a->refused_post, BQ_LOG_WARN, "admin request refused",
-                           "path=\"%s\" client=%s why=\"%s\"", q->path, c->peer, refusal);
+                           "path=\"%s\" client=%s why=\"%s\"", rt->path, c->peer, refusal);
             send_text(c, 403, refusal, NULL, false, q->keep_alive);
         } else if (rt->post ? q->method == BQ_HTTP_POST
                           : q->method == BQ_HTTP_GET || q->method == BQ_HTTP_HEAD)
@@ -563,7 +569,7 @@ static void restart_deadline(conn_t *c)
 static void timed_out(uv_timer_t *t)
 {
     conn_t *c = t->data;
-    if (!bq_http_parser_idle(&c->parser))
+    if (c->head_seen > 0)
         send_text(c, 408, "request not received in time", NULL, false, false);
     else
         end_conn(c, true);
@@ -579,15 +585,20 @@ static void process(conn_t *c)
     c->processing = true;
     size_t at = 0;
     while (!c->closing && !c->pending && c->queued < OUT_HIGH && at < c->in_len) {
-        size_t used;
-        bq_http_result_t r = bq_http_parse(&c->parser, c->in + at, c->in_len - at, &used);
-        at += used;
-        if (r == BQ_HTTP_MORE)
+        size_t len = c->in_len - at;
+        int r = bq_http_parse_request(c->in + at, len, c->head_seen, &c->req);
+        if (r == BQ_HTTP_PARTIAL) {
+            c->head_seen = len;
             break;
-        if (r == BQ_HTTP_REQUEST)
-            handle_request(c);
-        else
-            send_text(c, c->parser.status, c->parser.why, NULL, false, false);
+        }
+        c->head_seen = 0;
+        if (r == BQ_HTTP_ERROR) {
+            at = c->in_len; /* c closes: what follows is never parsed */
+            send_text(c, c->req.status, c->req.why, NULL, false, false);
+        } else {
+            handle_request(c); /* its slices are in `in`, unchanged until the memmove */
+            at += (size_t)r;
+        }
         if (!c->closing && !c->pending)
             restart_deadline(c);
     }
@@ -722,7 +733,7 @@ static bq_admit_state_t admit_state(const conn_t *c)
         return BQ_ADMIT_BUSY;
     if (c->tls && bq_tls_peer_name(c->tls))
         return BQ_ADMIT_TRUSTED;
-    return c->answered && bq_http_parser_idle(&c->parser) ? BQ_ADMIT_IDLE : BQ_ADMIT_NEW;
+    return c->answered && c->head_seen == 0 ? BQ_ADMIT_IDLE : BQ_ADMIT_NEW;
 }
 
 /* Admits the new connection c (at the head of the list) or not, closing
@@ -776,7 +787,6 @@ static void open_conn(bq_admin_t *a, uv_stream_t *server)
     a->conns = c;
     a->nconns++;
     snprintf(c->peer, sizeof c->peer, "?");
-    bq_http_parser_init(&c->parser);
     bq_tls_io_t io = {tls_send, take_input, c};
     if (a->cfg.tls)
         c->tls = bq_tls_new(a->cfg.tls, true, a->cfg.names, a->cfg.nnames, &io);

@@ -1,11 +1,14 @@
-/* The admin API's HTTP/1.1 request parser (see http_request.h). Bytes are
- * taken one at a time into the current line; each complete line is checked
- * whole: the request line (method, origin-form target, version), then the
- * header lines, of which only Host, Content-Length, Transfer-Encoding and
- * Connection mean something here. The limits, and bytes that no line may
- * hold (controls; anything but printable ASCII in a request line), are
- * checked as bytes arrive, so an oversized line or a TLS handshake sent to
- * the plaintext port is refused before a line end is seen.
+/* The admin API's HTTP/1.1 request parser (see http_request.h). The bytes
+ * are scanned where the caller keeps them, one at a time; each complete
+ * line is checked whole: the request line (method, origin-form target,
+ * version), then the header lines, of which only Host, Content-Length,
+ * Transfer-Encoding and Connection mean something here. The limits, and
+ * bytes that no line may hold (controls; anything but printable ASCII in a
+ * request line), are checked as bytes are scanned, so an oversized line or
+ * a TLS handshake sent to the plaintext port is refused before a line end
+ * is seen. What the scan learnt is kept in req->scan as offsets from the
+ * start of the head, so that a later call resumes where it stopped
+ * (last_len) and the slices are made only once the head is complete.
  *
  * Strictness follows RFC 9112 where it costs nothing: single spaces in the
  * request line, no whitespace before a header's colon, no obsolete line
@@ -16,37 +19,30 @@
 
 #include <string.h>
 
-enum { ST_START, ST_HEADERS, ST_DONE, ST_ERROR };
+enum { ST_START, ST_HEADERS };
 
-static void reset(bq_http_parser_t *p)
+/* Offsets into a head fit in 16 bits: it is at most BQ_HTTP_MAX_LINE bytes
+ * of empty lines, a request line and BQ_HTTP_MAX_HEADERS bytes of headers,
+ * each with its line end, and the empty line. */
+_Static_assert(2 * BQ_HTTP_MAX_LINE + BQ_HTTP_MAX_HEADERS + 16 < UINT16_MAX,
+               "head offsets must fit in uint16_t");
+
+static void reset(bq_http_request_t *r)
 {
-    p->req = (bq_http_request_t){.method = BQ_HTTP_OTHER, .path = "", .query = ""};
-    p->status = 0;
-    p->why = NULL;
-    p->state = ST_START;
-    p->cr = false;
-    p->line_len = p->skipped = p->header_bytes = 0;
-    p->fields = 0;
-    p->host = p->close = p->keep_alive = false;
-    p->target[0] = '\0';
+    r->method = BQ_HTTP_OTHER;
+    r->minor = 0;
+    r->keep_alive = false;
+    r->num_headers = 0;
+    r->status = 0;
+    r->why = NULL;
+    memset(&r->scan, 0, sizeof r->scan);
+    r->scan.state = ST_START;
 }
 
-void bq_http_parser_init(bq_http_parser_t *p)
+static int refuse(bq_http_request_t *r, int status, const char *why)
 {
-    reset(p);
-}
-
-bool bq_http_parser_idle(const bq_http_parser_t *p)
-{
-    return p->state == ST_DONE ||
-           (p->state == ST_START && p->line_len == 0 && p->skipped == 0 && !p->cr);
-}
-
-static bq_http_result_t refuse(bq_http_parser_t *p, int status, const char *why)
-{
-    p->state = ST_ERROR;
-    p->status = status;
-    p->why = why;
+    r->status = status;
+    r->why = why;
     return BQ_HTTP_ERROR;
 }
 
@@ -103,66 +99,54 @@ static bool ieq(const char *s, size_t n, const char *lit)
     return true;
 }
 
-/* Checks the target t[0..n) and copies it to p->target, split at the first
- * '?' into path and query. */
-static bq_http_result_t take_target(bq_http_parser_t *p, const char *t, size_t n)
+/* "METHOD SP target SP HTTP/d.d", the line buf[at..at+n). 0 or BQ_HTTP_ERROR. */
+static int request_line(bq_http_request_t *r, const char *buf, size_t at, size_t n)
 {
-    if (t[0] != '/')
-        return refuse(p, 400, "request target is not an absolute path");
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)t[i];
-        if (c == '%' ? hexpair(t + i + 1, n - i - 1) < 0 : !is_target_char(c))
-            return refuse(p, 400, "malformed request target");
-    }
-    memcpy(p->target, t, n);
-    p->target[n] = '\0';
-    char *q = strchr(p->target, '?');
-    p->req.path = p->target;
-    p->req.query = "";
-    if (q != NULL) {
-        *q = '\0';
-        p->req.query = q + 1;
-    }
-    return BQ_HTTP_MORE;
-}
-
-/* "METHOD SP target SP HTTP/d.d" from p->line. */
-static bq_http_result_t request_line(bq_http_parser_t *p)
-{
-    const char *s = p->line;
-    size_t n = p->line_len;
+    const char *s = buf + at;
     const char *sp1 = memchr(s, ' ', n);
     if (sp1 == NULL || sp1 == s)
-        return refuse(p, 400, "malformed request line");
+        return refuse(r, 400, "malformed request line");
     size_t mlen = (size_t)(sp1 - s);
     for (size_t i = 0; i < mlen; i++)
         if (!is_tchar((unsigned char)s[i]))
-            return refuse(p, 400, "malformed method");
+            return refuse(r, 400, "malformed method");
     const char *t = sp1 + 1;
     const char *sp2 = memchr(t, ' ', n - mlen - 1);
     if (sp2 == NULL || sp2 == t)
-        return refuse(p, 400, "malformed request line");
+        return refuse(r, 400, "malformed request line");
     const char *v = sp2 + 1;
     size_t vlen = n - (size_t)(v - s);
     if (vlen != 8 || memcmp(v, "HTTP/", 5) != 0 || !is_digit(v[5]) || v[6] != '.' ||
         !is_digit(v[7]))
-        return refuse(p, 400, "malformed HTTP version");
+        return refuse(r, 400, "malformed HTTP version");
     if (v[5] != '1' || (v[7] != '0' && v[7] != '1'))
-        return refuse(p, 505, "HTTP version not supported");
-    p->req.minor = v[7] - '0';
+        return refuse(r, 505, "HTTP version not supported");
+    size_t tlen = (size_t)(sp2 - t);
+    if (t[0] != '/')
+        return refuse(r, 400, "request target is not an absolute path");
+    for (size_t i = 0; i < tlen; i++) {
+        unsigned char c = (unsigned char)t[i];
+        if (c == '%' ? hexpair(t + i + 1, tlen - i - 1) < 0 : !is_target_char(c))
+            return refuse(r, 400, "malformed request target");
+    }
+    r->minor = v[7] - '0';
     if (mlen == 3 && memcmp(s, "GET", 3) == 0)
-        p->req.method = BQ_HTTP_GET;
+        r->method = BQ_HTTP_GET;
     else if (mlen == 4 && memcmp(s, "HEAD", 4) == 0)
-        p->req.method = BQ_HTTP_HEAD;
+        r->method = BQ_HTTP_HEAD;
     else if (mlen == 4 && memcmp(s, "POST", 4) == 0)
-        p->req.method = BQ_HTTP_POST;
+        r->method = BQ_HTTP_POST;
     else
-        p->req.method = BQ_HTTP_OTHER;
-    return take_target(p, t, (size_t)(sp2 - t));
+        r->method = BQ_HTTP_OTHER;
+    r->scan.request = (uint16_t)at;
+    r->scan.method_len = (uint16_t)mlen;
+    r->scan.target = (uint16_t)(t - buf);
+    r->scan.target_len = (uint16_t)tlen;
+    return 0;
 }
 
 /* The comma-separated options of a Connection header, v[0..n). */
-static void connection_options(bq_http_parser_t *p, const char *v, size_t n)
+static void connection_options(bq_http_request_t *r, const char *v, size_t n)
 {
     size_t i = 0;
     while (i < n) {
@@ -172,141 +156,161 @@ static void connection_options(bq_http_parser_t *p, const char *v, size_t n)
         while (i < n && v[i] != ',' && v[i] != ' ' && v[i] != '\t')
             i++;
         if (ieq(v + start, i - start, "close"))
-            p->close = true;
+            r->scan.close = true;
         else if (ieq(v + start, i - start, "keep-alive"))
-            p->keep_alive = true;
+            r->scan.keep_alive = true;
     }
 }
 
 /* Acts on the header fields that matter here; v[0..vn) is the trimmed value. */
-static bq_http_result_t header_field(bq_http_parser_t *p, const char *name, size_t nn,
-                                     const char *v, size_t vn)
+static int header_field(bq_http_request_t *r, const char *name, size_t nn, const char *v,
+                        size_t vn)
 {
     if (ieq(name, nn, "host")) {
-        if (p->host)
-            return refuse(p, 400, "more than one Host header");
-        p->host = true;
+        if (r->scan.host)
+            return refuse(r, 400, "more than one Host header");
+        r->scan.host = true;
     } else if (ieq(name, nn, "content-length")) {
         if (vn == 0)
-            return refuse(p, 400, "malformed Content-Length");
+            return refuse(r, 400, "malformed Content-Length");
         bool zero = true;
         for (size_t i = 0; i < vn; i++) {
             if (!is_digit(v[i]))
-                return refuse(p, 400, "malformed Content-Length");
+                return refuse(r, 400, "malformed Content-Length");
             zero = zero && v[i] == '0';
         }
         if (!zero)
-            return refuse(p, 413, "request body not accepted");
+            return refuse(r, 413, "request body not accepted");
     } else if (ieq(name, nn, "transfer-encoding")) {
-        return refuse(p, 501, "Transfer-Encoding not supported");
+        return refuse(r, 501, "Transfer-Encoding not supported");
     } else if (ieq(name, nn, "connection")) {
-        connection_options(p, v, vn);
+        connection_options(r, v, vn);
     }
-    return BQ_HTTP_MORE;
+    return 0;
 }
 
-/* "name: value" from p->line. */
-static bq_http_result_t header_line(bq_http_parser_t *p)
+/* "name: value", the line buf[at..at+n), the scan's field k. 0 or BQ_HTTP_ERROR. */
+static int header_line(bq_http_request_t *r, const char *buf, size_t at, size_t n, unsigned k)
 {
-    const char *s = p->line;
-    size_t n = p->line_len;
+    const char *s = buf + at;
     if (s[0] == ' ' || s[0] == '\t')
-        return refuse(p, 400, "obsolete line folding");
+        return refuse(r, 400, "obsolete line folding");
     const char *colon = memchr(s, ':', n);
     if (colon == NULL || colon == s)
-        return refuse(p, 400, "malformed header field");
+        return refuse(r, 400, "malformed header field");
     size_t nn = (size_t)(colon - s);
     for (size_t i = 0; i < nn; i++)
         if (!is_tchar((unsigned char)s[i]))
-            return refuse(p, 400, "malformed header field name");
+            return refuse(r, 400, "malformed header field name");
     const char *v = colon + 1, *end = s + n;
     while (v < end && (*v == ' ' || *v == '\t'))
         v++;
     while (end > v && (end[-1] == ' ' || end[-1] == '\t'))
         end--;
-    return header_field(p, s, nn, v, (size_t)(end - v));
+    uint16_t *f = r->scan.fields[k];
+    f[0] = (uint16_t)at;
+    f[1] = (uint16_t)nn;
+    f[2] = (uint16_t)(v - buf);
+    f[3] = (uint16_t)(end - v);
+    return header_field(r, s, nn, v, (size_t)(end - v));
 }
 
-/* The empty line after the headers. */
-static bq_http_result_t end_head(bq_http_parser_t *p)
+/* The empty line after the headers: the slices of the request in buf. */
+static int end_head(bq_http_request_t *r, const char *buf)
 {
-    if (p->req.minor == 1 && !p->host)
-        return refuse(p, 400, "missing Host header");
-    p->req.keep_alive = !p->close && (p->req.minor == 1 || p->keep_alive);
-    p->state = ST_DONE;
-    return BQ_HTTP_REQUEST;
-}
-
-static bq_http_result_t end_line(bq_http_parser_t *p)
-{
-    bq_http_result_t r;
-    if (p->state == ST_START) {
-        if (p->line_len == 0) {
-            p->skipped += 2;
-            return p->skipped > BQ_HTTP_MAX_LINE
-                       ? refuse(p, 400, "too many empty lines before the request")
-                       : BQ_HTTP_MORE;
-        }
-        r = request_line(p);
-        p->state = r == BQ_HTTP_MORE ? ST_HEADERS : p->state;
-    } else if (p->line_len == 0) {
-        r = end_head(p);
-    } else if (++p->fields > BQ_HTTP_MAX_FIELDS) {
-        r = refuse(p, 431, "too many header fields");
-    } else {
-        p->header_bytes += p->line_len + 2;
-        r = header_line(p);
+    struct bq_http_scan *s = &r->scan;
+    if (r->minor == 1 && !s->host)
+        return refuse(r, 400, "missing Host header");
+    r->keep_alive = !s->close && (r->minor == 1 || s->keep_alive);
+    r->method_name = buf + s->request;
+    r->method_len = s->method_len;
+    r->path = buf + s->target;
+    const char *q = memchr(r->path, '?', s->target_len);
+    r->path_len = q != NULL ? (size_t)(q - r->path) : s->target_len;
+    r->query = q != NULL ? q + 1 : r->path + s->target_len;
+    r->query_len = s->target_len - r->path_len - (q != NULL);
+    r->num_headers = s->nfields;
+    for (unsigned k = 0; k < s->nfields; k++) {
+        const uint16_t *f = s->fields[k];
+        r->headers[k] = (bq_http_header_t){buf + f[0], f[1], buf + f[2], f[3]};
     }
-    p->line_len = 0;
+    return (int)s->pos;
+}
+
+/* A line ended: buf[s->line..end) without its line end. 0 to go on, the
+ * head's length when it is complete, or BQ_HTTP_ERROR. */
+static int end_line(bq_http_request_t *r, const char *buf, size_t end)
+{
+    struct bq_http_scan *s = &r->scan;
+    size_t at = s->line, n = end - at;
+    s->line = s->pos;
+    if (s->state == ST_START) {
+        if (n == 0) {
+            s->skipped += 2;
+            return s->skipped > BQ_HTTP_MAX_LINE
+                       ? refuse(r, 400, "too many empty lines before the request")
+                       : 0;
+        }
+        int e = request_line(r, buf, at, n);
+        s->state = e == 0 ? ST_HEADERS : s->state;
+        return e;
+    }
+    if (n == 0)
+        return end_head(r, buf);
+    if (s->nfields >= BQ_HTTP_MAX_FIELDS)
+        return refuse(r, 431, "too many header fields");
+    s->header_bytes += n + 2;
+    return header_line(r, buf, at, n, s->nfields++);
+}
+
+/* Scans buf[s->pos..len), byte by byte, checking each against the line it
+ * is in and ending lines at LF. */
+static int scan(bq_http_request_t *r, const char *buf, size_t len)
+{
+    struct bq_http_scan *s = &r->scan;
+    while (s->pos < len) {
+        unsigned char c = (unsigned char)buf[s->pos++];
+        int e = 0;
+        if (s->cr) {
+            s->cr = false;
+            e = c == '\n' ? end_line(r, buf, s->pos - 2) : refuse(r, 400, "CR not followed by LF");
+        } else if (c == '\r') {
+            s->cr = true;
+        } else if (c == '\n') {
+            e = end_line(r, buf, s->pos - 1);
+        } else if (s->state == ST_START) {
+            /* Only printable ASCII and spaces make a request line: refused at
+             * once, so that a TLS handshake or binary junk gets 400 at its
+             * first byte rather than a timeout. */
+            if (c < 0x20 || c >= 0x7f)
+                e = refuse(r, 400, "malformed request line");
+            else if (s->pos - s->line > BQ_HTTP_MAX_LINE)
+                e = refuse(r, 414, "request line too long");
+        } else {
+            if ((c < 0x20 && c != '\t') || c == 0x7f)
+                e = refuse(r, 400, "control character in header field");
+            else if (s->header_bytes + (s->pos - s->line) + 2 > BQ_HTTP_MAX_HEADERS)
+                e = refuse(r, 431, "header section too large");
+        }
+        if (e != 0)
+            return e;
+    }
+    return BQ_HTTP_PARTIAL;
+}
+
+int bq_http_parse_request(const char *buf, size_t len, size_t last_len, bq_http_request_t *req)
+{
+    if (last_len == 0 || last_len != req->scan.pos || last_len > len)
+        reset(req);
+    int r = scan(req, buf, len);
+    if (r != BQ_HTTP_PARTIAL)
+        req->scan.pos = 0; /* done: a later call starts a new request */
     return r;
 }
 
-static bq_http_result_t take(bq_http_parser_t *p, unsigned char c)
+bool bq_http_path_is(const bq_http_request_t *req, const char *path)
 {
-    if (p->cr) {
-        p->cr = false;
-        return c == '\n' ? end_line(p) : refuse(p, 400, "CR not followed by LF");
-    }
-    if (c == '\r') {
-        p->cr = true;
-        return BQ_HTTP_MORE;
-    }
-    if (c == '\n')
-        return end_line(p);
-    if (p->state == ST_START) {
-        /* Only printable ASCII and spaces make a request line: refused at
-         * once, so that a TLS handshake or binary junk gets 400 at its first
-         * byte rather than a timeout. */
-        if (c < 0x20 || c >= 0x7f)
-            return refuse(p, 400, "malformed request line");
-        if (p->line_len >= BQ_HTTP_MAX_LINE)
-            return refuse(p, 414, "request line too long");
-    } else {
-        if ((c < 0x20 && c != '\t') || c == 0x7f)
-            return refuse(p, 400, "control character in header field");
-        if (p->header_bytes + p->line_len + 1 + 2 > BQ_HTTP_MAX_HEADERS)
-            return refuse(p, 431, "header section too large");
-    }
-    p->line[p->line_len++] = (char)c;
-    return BQ_HTTP_MORE;
-}
-
-bq_http_result_t bq_http_parse(bq_http_parser_t *p, const char *data, size_t len, size_t *used)
-{
-    *used = 0;
-    if (p->state == ST_ERROR)
-        return BQ_HTTP_ERROR;
-    if (p->state == ST_DONE)
-        reset(p);
-    for (size_t i = 0; i < len; i++) {
-        bq_http_result_t r = take(p, (unsigned char)data[i]);
-        if (r != BQ_HTTP_MORE) {
-            *used = i + 1;
-            return r;
-        }
-    }
-    *used = len;
-    return BQ_HTTP_MORE;
+    return strlen(path) == req->path_len && memcmp(path, req->path, req->path_len) == 0;
 }
 
 /* True when s[0..n), percent-decoded, equals key. */
@@ -352,13 +356,16 @@ static int decode_value(const char *s, size_t n, char *out, size_t outlen)
     return 0;
 }
 
-int bq_http_query_get(const char *query, const char *key, char *out, size_t outlen)
+int bq_http_query_get(const char *query, size_t query_len, const char *key, char *out,
+                      size_t outlen)
 {
     int found = 0;
     if (outlen > 0)
         out[0] = '\0';
-    for (const char *s = query; *s != '\0';) {
-        size_t n = strcspn(s, "&");
+    for (size_t at = 0; at < query_len;) {
+        const char *s = query + at;
+        const char *amp = memchr(s, '&', query_len - at);
+        size_t n = amp != NULL ? (size_t)(amp - s) : query_len - at;
         const char *eq = memchr(s, '=', n);
         size_t klen = eq != NULL ? (size_t)(eq - s) : n;
         if (n > 0 && key_matches(s, klen, key)) {
@@ -368,7 +375,7 @@ int bq_http_query_get(const char *query, const char *key, char *out, size_t outl
             if (decode_value(s + klen + (eq != NULL), n - klen - (eq != NULL), out, outlen) < 0)
                 return -1;
         }
-        s += n + (s[n] == '&');
+        at += n + (amp != NULL);
     }
     return found;
 }

@@ -2,29 +2,39 @@
  * the first code that reads the bytes an admin client sends.
  *
  * The input is a byte stream as a keep-alive connection carries it: any
- * number of pipelined requests. It is parsed three times, each on a fresh
- * parser: in one piece (after each complete request the rest is given
- * again), one byte per call, and in pieces of 1 to 300 bytes drawn from a
- * generator seeded with a hash of the input. Every piece is a heap copy of
- * its exact size, so ASan reports any read past it. The three runs must see
- * the same requests (method, path, query, version, keep-alive) ending at the
- * same offsets, and the same refusal at the same offset or none.
+ * number of pipelined requests. Each request is parsed, as node/admin.c
+ * does, over a buffer that holds its bytes from its start and grows as more
+ * arrive, four ways: whole (the rest of the stream at once); growing one
+ * byte per call, resumed with last_len; growing in pieces of 1 to 300
+ * bytes drawn from a generator seeded with a hash of the input, resumed
+ * with last_len, the bytes copied each call to a new heap block of their
+ * exact size (so they move between calls, and ASan reports any read past
+ * them); and the same growth with another seed, scanned from the start
+ * each call (last_len 0). The four must see the same requests (method,
+ * target, version, keep-alive, header count) ending at the same offsets,
+ * and the same refusal (status and reason) or none; the one-byte run gives
+ * the offset of the byte that revealed a fault, which every other run's
+ * refusing call must cover and its previous call must not.
  *
  * Invariants (abort on violation), beyond that agreement:
- * - a call uses at most the bytes given, all of them when it says MORE and
- *   at least one when it completes or refuses; a refusal is final;
+ * - a result is BQ_HTTP_PARTIAL, BQ_HTTP_ERROR or a head length from 1 to
+ *   the bytes given;
  * - a request's bytes end with its empty line; after skipping empty lines
  *   they start with a request line of at most BQ_HTTP_MAX_LINE bytes that
  *   reads "METHOD /path[?query] HTTP/1.x" for what the parser reported,
  *   followed by at most BQ_HTTP_MAX_FIELDS header lines of at most
  *   BQ_HTTP_MAX_HEADERS bytes in all (2 per line end);
- * - the path starts with '/' and holds no '?'; HTTP/1.0 without a
- *   Connection header is never kept alive;
+ * - every slice (method, path, query, header names and values) lies in the
+ *   head, in order; the path starts with '/' and holds no '?'; a header
+ *   name is a token, a value holds no CR or LF and no space or tab at
+ *   either end; HTTP/1.0 without a Connection header is never kept alive;
  * - a refusal has one of the statuses the parser documents, and a reason;
- * - bq_http_query_get on each query, for "force", "to" and the query's
- *   first key, with room for 0, 1, 8 and 64 bytes, returns -1, 0 or 1, and
- *   when 1 a NUL-terminated value of allowed bytes that fits. */
+ * - bq_http_query_get on each query (a heap copy of its exact length), for
+ *   "force", "to" and the query's first key, with room for 0, 1, 8 and 64
+ *   bytes, returns -1, 0 or 1, and when 1 a NUL-terminated value of
+ *   allowed bytes that fits. */
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fuzz.h"
@@ -35,10 +45,13 @@
 #define MAX_EVENTS 4100
 
 typedef struct event {
-    bq_http_result_t r;
-    size_t end; /* stream offset after the bytes it used */
+    int r;      /* BQ_HTTP_ERROR, or the head's length */
+    size_t end; /* stream offset after the head; for a refusal, after the refusing call's bytes */
+    size_t lo;  /* for a refusal: stream offset where the call before ended (the fault is after) */
     bq_http_method_t method;
     int minor, status;
+    const char *why;
+    size_t num_headers;
     bool keep_alive;
     char target[BQ_HTTP_MAX_LINE + 2]; /* path, '?', query */
 } event_t;
@@ -48,8 +61,8 @@ typedef struct run {
     size_t n;
 } run_t;
 
-static run_t runs[3];
-static bq_http_parser_t parser;
+static run_t runs[4];
+static bq_http_request_t req;
 
 static const char *method_name(bq_http_method_t m)
 {
@@ -60,14 +73,16 @@ static const char *method_name(bq_http_method_t m)
     return m == BQ_HTTP_POST ? "POST" : NULL;
 }
 
-/* Checks the query helper on q for key with every output size. */
-static void check_query(const char *q, const char *key)
+/* Checks the query helper on q[0..qn) for key with every output size. */
+static void check_query(const char *q, size_t qn, const char *key)
 {
     static const size_t sizes[] = {0, 1, 8, 64};
+    char *copy = malloc(qn + 1); /* + 1: malloc(0) may return NULL */
+    memcpy(copy, q, qn);
     for (size_t i = 0; i < 4; i++) {
         char out[64 + 1];
         memset(out, 'X', sizeof out);
-        int r = bq_http_query_get(q, key, out, sizes[i]);
+        int r = bq_http_query_get(copy, qn, key, out, sizes[i]);
         BQF_CHECK(r >= -1 && r <= 1, "query_get returned %d", r);
         BQF_CHECK(out[sizes[i]] == 'X', "query_get wrote past its output");
         if (r != 1)
@@ -81,6 +96,7 @@ static void check_query(const char *q, const char *key)
                       "value holds byte 0x%02x", (unsigned char)c);
         }
     }
+    free(copy);
 }
 
 /* True when s[0..n) holds "keep-alive" in any case. */
@@ -154,92 +170,159 @@ static void check_request(const uint8_t *data, size_t start, size_t end, const e
     }
     BQF_CHECK(fields <= BQ_HTTP_MAX_FIELDS && bytes <= BQ_HTTP_MAX_HEADERS,
               "%zu header lines of %zu bytes accepted", fields, bytes);
+    BQF_CHECK(fields == e->num_headers, "%zu header lines, parser %zu", fields, e->num_headers);
     BQF_CHECK(e->target[0] == '/', "path does not start with /");
     if (e->minor == 0 && e->keep_alive)
         BQF_CHECK(contains_keep_alive(s, n), "HTTP/1.0 kept alive without keep-alive");
 }
 
-/* Records what the parser returned for a call that started at stream offset
- * at with len bytes; returns the bytes used. */
-static size_t record(run_t *run, bq_http_result_t r, size_t at, size_t len, size_t used)
+static bool is_token(const char *s, size_t n)
 {
-    BQF_CHECK(used <= len, "used %zu of %zu bytes", used, len);
-    BQF_CHECK(r != BQ_HTTP_MORE || used == len, "MORE after using %zu of %zu bytes", used, len);
-    BQF_CHECK(r == BQ_HTTP_MORE || used >= 1, "result %d after using no byte", r);
-    if (r == BQ_HTTP_MORE)
-        return used;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              (c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL)))
+            return false;
+    }
+    return n > 0;
+}
+
+/* The slices of a complete head buf[0..r): in it, in order, well-formed. */
+static void check_slices(const char *buf, int r)
+{
+    const char *end = buf + r;
+    BQF_CHECK(req.method_name >= buf && req.method_len > 0 &&
+                  req.method_name + req.method_len < req.path,
+              "method slice out of place");
+    BQF_CHECK(is_token(req.method_name, req.method_len), "method is not a token");
+    BQF_CHECK(req.path_len > 0 && req.path[0] == '/' && !memchr(req.path, '?', req.path_len),
+              "path %.*s", (int)req.path_len, req.path);
+    BQF_CHECK(req.query >= req.path + req.path_len && req.query + req.query_len < end,
+              "query slice out of place");
+    BQF_CHECK(req.query_len == 0 || req.query == req.path + req.path_len + 1,
+              "query does not follow the path's '?'");
+    BQF_CHECK(req.num_headers <= BQ_HTTP_MAX_FIELDS, "%zu headers", req.num_headers);
+    const char *after = req.query + req.query_len;
+    for (size_t i = 0; i < req.num_headers; i++) {
+        const bq_http_header_t *h = &req.headers[i];
+        BQF_CHECK(h->name > after && h->name + h->name_len < h->value &&
+                      h->value + h->value_len < end,
+                  "header %zu out of place", i);
+        BQF_CHECK(is_token(h->name, h->name_len), "header name is not a token");
+        BQF_CHECK(!memchr(h->value, '\r', h->value_len) && !memchr(h->value, '\n', h->value_len),
+                  "header value holds a line end");
+        BQF_CHECK(h->value_len == 0 ||
+                      (h->value[0] != ' ' && h->value[0] != '\t' &&
+                       h->value[h->value_len - 1] != ' ' && h->value[h->value_len - 1] != '\t'),
+                  "header value not trimmed");
+        after = h->value + h->value_len;
+    }
+}
+
+/* Records the outcome r of a call given buf[0..len) (a copy of the stream
+ * from offset at), after a call that was given prev bytes of it. */
+static void record(run_t *run, int r, const char *buf, size_t at, size_t prev, size_t len)
+{
+    BQF_CHECK(r == BQ_HTTP_PARTIAL || r == BQ_HTTP_ERROR || (r >= 1 && (size_t)r <= len),
+              "result %d for %zu bytes", r, len);
+    if (r == BQ_HTTP_PARTIAL)
+        return;
     BQF_CHECK(run->n < MAX_EVENTS, "too many events");
     event_t *e = &run->ev[run->n++];
     memset(e, 0, sizeof *e);
     e->r = r;
-    e->end = at + used;
     if (r == BQ_HTTP_ERROR) {
-        int st = parser.status;
+        int st = req.status;
         BQF_CHECK(st == 400 || st == 413 || st == 414 || st == 431 || st == 501 || st == 505,
                   "status %d", st);
-        BQF_CHECK(parser.why != NULL && parser.why[0] != '\0', "refusal without a reason");
+        BQF_CHECK(req.why != NULL && req.why[0] != '\0', "refusal without a reason");
         e->status = st;
-        return used;
+        e->why = req.why;
+        e->lo = at + prev;
+        e->end = at + len;
+        return;
     }
-    const bq_http_request_t *q = &parser.req;
-    BQF_CHECK(q->method >= BQ_HTTP_GET && q->method <= BQ_HTTP_OTHER, "method %d", q->method);
-    BQF_CHECK(q->minor == 0 || q->minor == 1, "minor %d", q->minor);
-    BQF_CHECK(q->path[0] == '/' && strchr(q->path, '?') == NULL, "path %s", q->path);
-    BQF_CHECK(bq_http_parser_idle(&parser), "not idle after a request");
-    e->method = q->method;
-    e->minor = q->minor;
-    e->keep_alive = q->keep_alive;
-    snprintf(e->target, sizeof e->target, "%s%s%s", q->path, q->query[0] ? "?" : "", q->query);
-    check_query(q->query, "force");
-    check_query(q->query, "to");
+    e->end = at + (size_t)r;
+    check_slices(buf, r);
+    BQF_CHECK(req.method >= BQ_HTTP_GET && req.method <= BQ_HTTP_OTHER, "method %d", req.method);
+    BQF_CHECK(req.minor == 0 || req.minor == 1, "minor %d", req.minor);
+    e->method = req.method;
+    e->minor = req.minor;
+    e->keep_alive = req.keep_alive;
+    e->num_headers = req.num_headers;
+    snprintf(e->target, sizeof e->target, "%.*s%s%.*s", (int)req.path_len, req.path,
+             req.query_len ? "?" : "", (int)req.query_len, req.query);
+    check_query(req.query, req.query_len, "force");
+    check_query(req.query, req.query_len, "to");
     char key[64];
-    size_t kl = strcspn(q->query, "=&");
+    size_t kl = 0;
+    while (kl < req.query_len && req.query[kl] != '=' && req.query[kl] != '&')
+        kl++;
     if (kl < sizeof key) {
-        memcpy(key, q->query, kl);
+        memcpy(key, req.query, kl);
         key[kl] = '\0';
-        check_query(q->query, key);
+        check_query(req.query, req.query_len, key);
     }
-    return used;
 }
 
-/* Parses data[0..size) in pieces: whole when step is 0, else of step bytes,
- * else (step < 0) of random sizes from seed. */
-static void parse_run(run_t *run, const uint8_t *data, size_t size, int step, uint64_t seed)
+typedef enum { WHOLE, BYTES, PIECES, PIECES_RESCAN } run_mode_t;
+
+/* Parses data[0..size) request after request as mode says; seed drives the
+ * pieces. */
+static void parse_run(run_t *run, const uint8_t *data, size_t size, run_mode_t mode, uint64_t seed)
 {
-    bq_http_parser_init(&parser);
     run->n = 0;
     size_t at = 0;
+    /* BYTES gives growing prefixes of one copy of the rest of the stream. */
+    char *shared = mode == BYTES ? malloc(size + 1) : NULL;
+    if (shared)
+        memcpy(shared, data, size);
     while (at < size) {
-        size_t len = size - at;
-        if (step > 0 && len > (size_t)step)
-            len = (size_t)step;
-        if (step < 0) {
-            seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
-            size_t want = 1 + (size_t)(seed % PIECE_MAX);
-            len = want < len ? want : len;
+        size_t left = size - at, prev = 0, len = 0;
+        int r = BQ_HTTP_PARTIAL;
+        while (r == BQ_HTTP_PARTIAL && len < left) {
+            if (mode == WHOLE) {
+                len = left;
+            } else if (mode == BYTES) {
+                len++;
+            } else {
+                seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+                size_t want = 1 + (size_t)(seed % PIECE_MAX);
+                len += want < left - len ? want : left - len;
+            }
+            const char *buf;
+            char *copy = NULL;
+            if (shared) {
+                buf = shared + at;
+            } else {
+                copy = malloc(len);
+                memcpy(copy, data + at, len);
+                buf = copy;
+            }
+            r = bq_http_parse_request(buf, len, mode == PIECES || mode == BYTES ? prev : 0, &req);
+            record(run, r, buf, at, prev, len);
+            free(copy);
+            prev = len;
         }
-        uint8_t *piece = malloc(len);
-        memcpy(piece, data + at, len);
-        size_t used;
-        bq_http_result_t r = bq_http_parse(&parser, (const char *)piece, len, &used);
-        free(piece);
-        at += record(run, r, at, len, used);
-        if (r == BQ_HTTP_ERROR) {
-            BQF_CHECK(bq_http_parse(&parser, "\r\n", 2, &used) == BQ_HTTP_ERROR && used == 0,
-                      "a refusal is not final");
-            return;
-        }
+        if (r == BQ_HTTP_PARTIAL || r == BQ_HTTP_ERROR)
+            break; /* the stream ends in a partial head, or is refused */
+        at += (size_t)r;
     }
+    free(shared);
 }
 
 static void compare(const run_t *a, const run_t *b, const char *what)
 {
-    BQF_CHECK(a->n == b->n, "%s: %zu events, whole: %zu", what, b->n, a->n);
+    BQF_CHECK(a->n == b->n, "%s: %zu events, one byte per call: %zu", what, b->n, a->n);
     for (size_t i = 0; i < a->n; i++) {
         const event_t *x = &a->ev[i], *y = &b->ev[i];
-        BQF_CHECK(x->r == y->r && x->end == y->end && x->status == y->status &&
-                      x->method == y->method && x->minor == y->minor &&
-                      x->keep_alive == y->keep_alive && strcmp(x->target, y->target) == 0,
+        bool same = x->r == BQ_HTTP_ERROR
+                        ? y->r == BQ_HTTP_ERROR && x->status == y->status && x->why == y->why &&
+                              y->lo < x->end && x->end <= y->end
+                        : x->r == y->r && x->end == y->end && x->method == y->method &&
+                              x->minor == y->minor && x->keep_alive == y->keep_alive &&
+                              x->num_headers == y->num_headers && strcmp(x->target, y->target) == 0;
+        BQF_CHECK(same,
                   "%s: event %zu differs (result %d/%d end %zu/%zu status %d/%d target %s/%s)",
                   what, i, y->r, x->r, y->end, x->end, y->status, x->status, y->target, x->target);
     }
@@ -252,14 +335,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint64_t seed = 1469598103934665603ull;
     for (size_t i = 0; i < size; i++)
         seed = (seed ^ data[i]) * 1099511628211ull;
-    parse_run(&runs[0], data, size, 0, 0);
-    parse_run(&runs[1], data, size, 1, 0);
-    parse_run(&runs[2], data, size, -1, seed | 1);
-    compare(&runs[0], &runs[1], "one byte per call");
+    parse_run(&runs[0], data, size, BYTES, 0);
+    parse_run(&runs[1], data, size, WHOLE, 0);
+    parse_run(&runs[2], data, size, PIECES, seed | 1);
+    parse_run(&runs[3], data, size, PIECES_RESCAN, (seed * 31) | 1);
+    compare(&runs[0], &runs[1], "whole");
     compare(&runs[0], &runs[2], "random pieces");
+    compare(&runs[0], &runs[3], "random pieces scanned from the start");
     size_t start = 0;
     for (size_t i = 0; i < runs[0].n; i++) {
-        if (runs[0].ev[i].r == BQ_HTTP_REQUEST)
+        if (runs[0].ev[i].r != BQ_HTTP_ERROR)
             check_request(data, start, runs[0].ev[i].end, &runs[0].ev[i]);
         start = runs[0].ev[i].end;
     }

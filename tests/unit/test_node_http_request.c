@@ -1,8 +1,10 @@
 /* Unit tests of node/admin/http_request.c, the admin API's request parser: valid
- * requests fed whole, split at every byte and one byte at a time; every
- * limit at its edge and one byte past it; a table of bad inputs with the
- * status each must get; pipelined requests on one parser; and the query
- * string helper. */
+ * requests given whole, growing at every byte and one byte at a time (each
+ * time resumed with last_len and scanned again from the start, in a buffer
+ * that moves between calls); the slices it returns; every limit at its
+ * edge and one byte past it, refused before a line end where the old
+ * parser did; a table of bad inputs with the status each must get;
+ * pipelined requests in one buffer; and the query string helper. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,7 +17,7 @@
 
 #include "node/admin/http_request.h"
 
-static bq_http_parser_t parser;
+static bq_http_request_t req;
 
 typedef struct valid {
     const char *text;
@@ -47,79 +49,137 @@ static const valid_t valids[] = {
      "/a/b;c=d@e:f", "", 1, true},
 };
 
-/* Feeds text[0..len) in pieces whose ends are cuts[0..ncuts) then len;
- * checks that only the last piece completes the request, using all of it. */
-static void feed_pieces(const char *text, size_t len, const size_t *cuts, size_t ncuts)
+/* Gives text[0..len) in a buffer that grows to each of cuts[0..ncuts) then
+ * len, copied each time to a new heap block of exactly that size (so the
+ * bytes move and ASan sees any read past them), resuming with last_len or,
+ * when rescan, from the start every time. Checks that only the last call
+ * completes the request, with all of it; the request's slices point into
+ * *last, which the caller frees. */
+static void feed_growing(const char *text, size_t len, const size_t *cuts, size_t ncuts,
+                         bool rescan, char **last)
 {
-    bq_http_parser_init(&parser);
-    size_t at = 0, used;
+    size_t prev = 0;
+    char *buf = NULL;
     for (size_t i = 0; i <= ncuts; i++) {
         size_t end = i < ncuts ? cuts[i] : len;
-        bq_http_result_t r = bq_http_parse(&parser, text + at, end - at, &used);
+        free(buf);
+        buf = malloc(end + 1);
+        memcpy(buf, text, end);
+        int r = bq_http_parse_request(buf, end, rescan ? 0 : prev, &req);
         if (i < ncuts) {
-            assert_int_equal(r, BQ_HTTP_MORE);
+            assert_int_equal(r, BQ_HTTP_PARTIAL);
         } else {
-            assert_int_equal(r, BQ_HTTP_REQUEST);
+            assert_int_equal(r, (int)len);
         }
-        assert_int_equal(used, end - at);
-        at = end;
+        prev = end;
+    }
+    *last = buf;
+}
+
+/* True when s[0..n) equals the NUL-terminated want. */
+static bool slice_is(const char *s, size_t n, const char *want)
+{
+    return n == strlen(want) && memcmp(s, want, n) == 0;
+}
+
+static void check_request(const valid_t *v, const char *buf, size_t len)
+{
+    assert_int_equal(req.method, v->method);
+    if (!slice_is(req.path, req.path_len, v->path) || !slice_is(req.query, req.query_len, v->query))
+        fail_msg("%s: path %.*s query %.*s", v->text, (int)req.path_len, req.path,
+                 (int)req.query_len, req.query);
+    assert_true(bq_http_path_is(&req, v->path));
+    assert_int_equal(req.minor, v->minor);
+    assert_int_equal(req.keep_alive, v->keep_alive);
+    /* Every slice lies in the buffer. */
+    assert_true(req.path >= buf && req.path + req.path_len <= buf + len);
+    assert_true(req.query >= buf && req.query + req.query_len <= buf + len);
+    assert_true(req.method_name >= buf && req.method_name + req.method_len < req.path);
+    for (size_t i = 0; i < req.num_headers; i++) {
+        const bq_http_header_t *h = &req.headers[i];
+        assert_true(h->name > req.path && h->name + h->name_len <= h->value);
+        assert_true(h->value + h->value_len <= buf + len);
     }
 }
 
-static void check_request(const valid_t *v)
+static void check_all_ways(const valid_t *v)
 {
-    assert_int_equal(parser.req.method, v->method);
-    assert_string_equal(parser.req.path, v->path);
-    assert_string_equal(parser.req.query, v->query);
-    assert_int_equal(parser.req.minor, v->minor);
-    assert_int_equal(parser.req.keep_alive, v->keep_alive);
-}
-
-static void parse_valid_split_everywhere_gives_request(void **state)
-{
-    (void)state;
-    for (size_t i = 0; i < sizeof valids / sizeof valids[0]; i++) {
-        const valid_t *v = &valids[i];
-        size_t len = strlen(v->text);
-        feed_pieces(v->text, len, NULL, 0);
-        check_request(v);
+    size_t len = strlen(v->text);
+    char *buf;
+    for (int rescan = 0; rescan <= 1; rescan++) {
+        feed_growing(v->text, len, NULL, 0, rescan, &buf);
+        check_request(v, buf, len);
+        free(buf);
         for (size_t cut = 0; cut < len; cut++) {
-            feed_pieces(v->text, len, &cut, 1);
-            check_request(v);
+            feed_growing(v->text, len, &cut, 1, rescan, &buf);
+            check_request(v, buf, len);
+            free(buf);
         }
         size_t *cuts = malloc(len * sizeof *cuts);
         for (size_t k = 0; k + 1 < len; k++)
             cuts[k] = k + 1;
-        feed_pieces(v->text, len, cuts, len - 1);
-        check_request(v);
+        feed_growing(v->text, len, cuts, len - 1, rescan, &buf);
+        check_request(v, buf, len);
+        free(buf);
         free(cuts);
     }
 }
 
-/* Parses text whole on a fresh parser. */
-static bq_http_result_t parse_all(const char *text, size_t len, size_t *used)
+static void parse_valid_growing_everywhere_gives_request(void **state)
 {
-    bq_http_parser_init(&parser);
-    return bq_http_parse(&parser, text, len, used);
+    (void)state;
+    for (size_t i = 0; i < sizeof valids / sizeof valids[0]; i++)
+        check_all_ways(&valids[i]);
+}
+
+static void parse_gives_method_and_headers_as_slices(void **state)
+{
+    (void)state;
+    const char text[] = "\r\nPATCH /a?b=c HTTP/1.1\r\nHost:  h:1 \r\nX-Empty:\r\n"
+                        "x-t:\tv w\t\n\r\nGET";
+    int r = bq_http_parse_request(text, sizeof text - 1, 0, &req);
+    assert_int_equal(r, (int)(sizeof text - 1 - 3));
+    assert_ptr_equal(req.method_name, text + 2);
+    assert_true(slice_is(req.method_name, req.method_len, "PATCH"));
+    assert_int_equal(req.method, BQ_HTTP_OTHER);
+    assert_true(slice_is(req.path, req.path_len, "/a"));
+    assert_true(slice_is(req.query, req.query_len, "b=c"));
+    assert_int_equal(req.num_headers, 3);
+    const char *want[3][2] = {{"Host", "h:1"}, {"X-Empty", ""}, {"x-t", "v w"}};
+    for (size_t i = 0; i < 3; i++) {
+        assert_true(slice_is(req.headers[i].name, req.headers[i].name_len, want[i][0]));
+        assert_true(slice_is(req.headers[i].value, req.headers[i].value_len, want[i][1]));
+    }
+}
+
+/* Parses text whole from the start. */
+static int parse_all(const char *text, size_t len)
+{
+    return bq_http_parse_request(text, len, 0, &req);
 }
 
 static void expect_status(const char *text, size_t len, int status)
 {
-    size_t used;
-    bq_http_result_t r = parse_all(text, len, &used);
+    int r = parse_all(text, len);
     if (status == 0) {
-        assert_int_equal(r, BQ_HTTP_REQUEST);
-        assert_int_equal(used, len);
+        assert_int_equal(r, (int)len);
         return;
     }
-    if (r != BQ_HTTP_ERROR || parser.status != status)
-        fail_msg("input %.60s: result %d status %d, want status %d", text, r, parser.status,
-                 status);
-    assert_non_null(parser.why);
-    assert_true(used <= len);
-    /* An error is final. */
-    assert_int_equal(bq_http_parse(&parser, "\r\n", 2, &used), BQ_HTTP_ERROR);
-    assert_int_equal(used, 0);
+    if (r != BQ_HTTP_ERROR || req.status != status)
+        fail_msg("input %.60s: result %d status %d, want status %d", text, r, req.status, status);
+    assert_non_null(req.why);
+    /* The same bytes are refused again, also byte by byte with last_len,
+     * and the refusal is not resumed from. */
+    int status0 = req.status;
+    const char *why0 = req.why;
+    assert_int_equal(bq_http_parse_request(text, len, len, &req), BQ_HTTP_ERROR);
+    assert_int_equal(req.status, status0);
+    r = BQ_HTTP_PARTIAL;
+    for (size_t n = 1; n <= len && r == BQ_HTTP_PARTIAL; n++)
+        r = bq_http_parse_request(text, n, n - 1, &req);
+    assert_int_equal(r, BQ_HTTP_ERROR);
+    assert_int_equal(req.status, status0);
+    assert_string_equal(req.why, why0);
 }
 
 typedef struct bad {
@@ -197,19 +257,22 @@ static void parse_request_line_limit(void **state)
     (void)state;
     /* The line without its CRLF is BQ_HTTP_MAX_LINE bytes: accepted. */
     char *line = make(BQ_HTTP_MAX_LINE, "GET /", 'a', " HTTP/1.1");
-    char *req = malloc(BQ_HTTP_MAX_LINE + 64);
-    snprintf(req, BQ_HTTP_MAX_LINE + 64, "%s\r\nHost: a\r\n\r\n", line);
-    expect_status(req, strlen(req), 0);
-    assert_int_equal(strlen(parser.req.path), BQ_HTTP_MAX_LINE - 13); /* "GET " and " HTTP/1.1" */
+    char *text = malloc(BQ_HTTP_MAX_LINE + 64);
+    snprintf(text, BQ_HTTP_MAX_LINE + 64, "%s\r\nHost: a\r\n\r\n", line);
+    expect_status(text, strlen(text), 0);
+    assert_int_equal(req.path_len, BQ_HTTP_MAX_LINE - 13); /* "GET " and " HTTP/1.1" */
+    assert_int_equal(parse_all(line, BQ_HTTP_MAX_LINE), BQ_HTTP_PARTIAL);
     free(line);
-    /* One byte more: refused as soon as that byte arrives. */
+    /* One byte more: refused as soon as that byte arrives, before a line end. */
     line = make(BQ_HTTP_MAX_LINE + 1, "GET /", 'a', " HTTP/1.1");
-    size_t used;
-    assert_int_equal(parse_all(line, BQ_HTTP_MAX_LINE + 1, &used), BQ_HTTP_ERROR);
-    assert_int_equal(parser.status, 414);
-    assert_int_equal(used, BQ_HTTP_MAX_LINE + 1);
+    assert_int_equal(parse_all(line, BQ_HTTP_MAX_LINE + 1), BQ_HTTP_ERROR);
+    assert_int_equal(req.status, 414);
+    assert_int_equal(bq_http_parse_request(line, BQ_HTTP_MAX_LINE, 0, &req), BQ_HTTP_PARTIAL);
+    assert_int_equal(bq_http_parse_request(line, BQ_HTTP_MAX_LINE + 1, BQ_HTTP_MAX_LINE, &req),
+                     BQ_HTTP_ERROR);
+    assert_int_equal(req.status, 414);
     free(line);
-    free(req);
+    free(text);
 }
 
 static void parse_empty_lines_before_request_are_bounded(void **state)
@@ -231,22 +294,22 @@ static void parse_header_section_limit(void **state)
 {
     (void)state;
     const char *start = "GET / HTTP/1.1\r\nHost: a\r\n"; /* Host line: 9 bytes */
-    size_t fill = BQ_HTTP_MAX_HEADERS - 9 - 2;           /* X line without CRLF */
+    size_t fill = BQ_HTTP_MAX_HEADERS - 9 - 2;             /* X line without CRLF */
     for (int extra = 0; extra <= 1; extra++) {
         char *x = make(fill + (size_t)extra, "X: ", 'v', "");
         size_t len = strlen(start) + strlen(x) + 4;
-        char *req = malloc(len + 1);
-        snprintf(req, len + 1, "%s%s\r\n\r\n", start, x);
-        expect_status(req, len, extra ? 431 : 0);
+        char *text = malloc(len + 1);
+        snprintf(text, len + 1, "%s%s\r\n\r\n", start, x);
+        expect_status(text, len, extra ? 431 : 0);
+        /* Refused as the byte past the budget arrives, before the line end. */
+        assert_int_equal(parse_all(text, len - 4), extra ? BQ_HTTP_ERROR : BQ_HTTP_PARTIAL);
         free(x);
-        free(req);
+        free(text);
     }
     /* One header line longer than the whole budget is refused before its end. */
     char *x = make(BQ_HTTP_MAX_HEADERS * 2, "GET / HTTP/1.1\r\nX: ", 'v', "");
-    size_t used;
-    assert_int_equal(parse_all(x, strlen(x), &used), BQ_HTTP_ERROR);
-    assert_int_equal(parser.status, 431);
-    assert_true(used < strlen(x));
+    assert_int_equal(parse_all(x, strlen(x)), BQ_HTTP_ERROR);
+    assert_int_equal(req.status, 431);
     free(x);
 }
 
@@ -254,13 +317,45 @@ static void parse_header_count_limit(void **state)
 {
     (void)state;
     for (int extra = 0; extra <= 1; extra++) {
-        char req[4096];
-        size_t n = (size_t)snprintf(req, sizeof req, "GET / HTTP/1.1\r\nHost: a\r\n");
+        char text[4096];
+        size_t n = (size_t)snprintf(text, sizeof text, "GET / HTTP/1.1\r\nHost: a\r\n");
         for (int i = 1; i < BQ_HTTP_MAX_FIELDS + extra; i++)
-            n += (size_t)snprintf(req + n, sizeof req - n, "X-%d: %d\r\n", i, i);
-        n += (size_t)snprintf(req + n, sizeof req - n, "\r\n");
-        expect_status(req, n, extra ? 431 : 0);
+            n += (size_t)snprintf(text + n, sizeof text - n, "X-%d: %d\r\n", i, i);
+        n += (size_t)snprintf(text + n, sizeof text - n, "\r\n");
+        expect_status(text, n, extra ? 431 : 0);
+        if (!extra) {
+            assert_int_equal(req.num_headers, BQ_HTTP_MAX_FIELDS);
+            const bq_http_header_t *h = &req.headers[BQ_HTTP_MAX_FIELDS - 1];
+            assert_true(slice_is(h->name, h->name_len, "X-63"));
+            assert_true(slice_is(h->value, h->value_len, "63"));
+        }
     }
+}
+
+/* A fault in bytes given after a partial head is refused at once, without
+ * waiting for a line end (the old parser's behaviour, kept). */
+static void parse_fault_in_later_bytes_refused_at_once(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        int status;
+    } cases[] = {
+        {"GET /a HTTP/1.1\r\nHost: a\x01", 400},
+        {"GET /a HTTP/1.1\r\nHost: a\r\nX: \x7f", 400},
+        {"GET /a HTTP/1.1\rX", 400},
+        {"GET /a\x16", 400},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t len = strlen(cases[i].text);
+        assert_int_equal(bq_http_parse_request(cases[i].text, len - 1, 0, &req), BQ_HTTP_PARTIAL);
+        int r = bq_http_parse_request(cases[i].text, len, len - 1, &req);
+        assert_int_equal(r, BQ_HTTP_ERROR);
+        assert_int_equal(req.status, cases[i].status);
+    }
+    /* A TLS ClientHello sent to the plaintext port: refused at its first byte. */
+    assert_int_equal(bq_http_parse_request("\x16", 1, 0, &req), BQ_HTTP_ERROR);
+    assert_int_equal(req.status, 400);
 }
 
 static void parse_pipelined_requests_in_turn(void **state)
@@ -275,85 +370,90 @@ static void parse_pipelined_requests_in_turn(void **state)
     for (size_t i = 0; i < 3; i++)
         strcat(all, reqs[i]);
     strcat(all, "GET /par"); /* the start of a fourth */
-    bq_http_parser_init(&parser);
     const char *at = all;
-    size_t left = strlen(all), used;
+    size_t left = strlen(all);
     const char *paths[] = {"/healthz", "/promote", "/metrics"};
     for (size_t i = 0; i < 3; i++) {
-        assert_int_equal(bq_http_parse(&parser, at, left, &used), BQ_HTTP_REQUEST);
-        assert_int_equal(used, strlen(reqs[i]));
-        assert_string_equal(parser.req.path, paths[i]);
-        assert_int_equal(parser.req.keep_alive, i < 2);
-        assert_true(bq_http_parser_idle(&parser));
-        at += used;
-        left -= used;
+        int r = bq_http_parse_request(at, left, 0, &req);
+        assert_int_equal(r, (int)strlen(reqs[i]));
+        assert_true(bq_http_path_is(&req, paths[i]));
+        assert_int_equal(req.keep_alive, i < 2);
+        at += r;
+        left -= (size_t)r;
     }
-    assert_int_equal(bq_http_parse(&parser, at, left, &used), BQ_HTTP_MORE);
-    assert_int_equal(used, left);
-    assert_false(bq_http_parser_idle(&parser));
-    assert_int_equal(bq_http_parse(&parser, "ity HTTP/1.0\r\n\r\nGET", 19, &used), BQ_HTTP_REQUEST);
-    assert_int_equal(used, 16);
-    assert_string_equal(parser.req.path, "/parity");
-    assert_false(parser.req.keep_alive);
+    assert_int_equal(bq_http_parse_request(at, left, 0, &req), BQ_HTTP_PARTIAL);
+    char rest[64];
+    snprintf(rest, sizeof rest, "%sity HTTP/1.0\r\n\r\nGET", at);
+    assert_int_equal(bq_http_parse_request(rest, strlen(rest), left, &req), 24);
+    assert_true(bq_http_path_is(&req, "/parity"));
+    assert_false(req.keep_alive);
 }
 
-static void parse_idle_tracks_request_start(void **state)
+static void parse_empty_or_stale_last_len(void **state)
 {
     (void)state;
-    size_t used;
-    bq_http_parser_init(&parser);
-    assert_true(bq_http_parser_idle(&parser));
-    assert_int_equal(bq_http_parse(&parser, "\r", 1, &used), BQ_HTTP_MORE);
-    assert_false(bq_http_parser_idle(&parser));
-    bq_http_parser_init(&parser);
-    assert_int_equal(bq_http_parse(&parser, "", 0, &used), BQ_HTTP_MORE);
-    assert_int_equal(used, 0);
-    assert_true(bq_http_parser_idle(&parser));
+    assert_int_equal(bq_http_parse_request("", 0, 0, &req), BQ_HTTP_PARTIAL);
+    assert_int_equal(bq_http_parse_request("\r", 1, 0, &req), BQ_HTTP_PARTIAL);
+    /* A last_len that does not match the last call is a scan from the start. */
+    const char text[] = "GET / HTTP/1.0\r\n\r\n";
+    assert_int_equal(bq_http_parse_request(text, 5, 0, &req), BQ_HTTP_PARTIAL);
+    assert_int_equal(bq_http_parse_request(text, sizeof text - 1, 3, &req), (int)sizeof text - 1);
+    assert_int_equal(bq_http_parse_request(text, 3, 0, &req), BQ_HTTP_PARTIAL);
+    assert_int_equal(bq_http_parse_request(text, 2, 3, &req), BQ_HTTP_PARTIAL);
+    assert_int_equal(bq_http_parse_request(text, sizeof text - 1, sizeof text - 1, &req),
+                     (int)sizeof text - 1);
 }
 
 static void query_get_finds_decodes_and_refuses(void **state)
 {
     (void)state;
     char v[8];
-    assert_int_equal(bq_http_query_get("force=1", "force", v, sizeof v), 1);
+    assert_int_equal(bq_http_query_get("force=1", 7, "force", v, sizeof v), 1);
     assert_string_equal(v, "1");
-    assert_int_equal(bq_http_query_get("a=b&to=n%2D2&c", "to", v, sizeof v), 1);
+    assert_int_equal(bq_http_query_get("a=b&to=n%2D2&c", 14, "to", v, sizeof v), 1);
     assert_string_equal(v, "n-2");
-    assert_int_equal(bq_http_query_get("%74o=x.y_z", "to", v, sizeof v), 1);
+    assert_int_equal(bq_http_query_get("%74o=x.y_z", 10, "to", v, sizeof v), 1);
     assert_string_equal(v, "x.y_z");
-    assert_int_equal(bq_http_query_get("&&force&", "force", v, sizeof v), 1);
+    assert_int_equal(bq_http_query_get("&&force&", 8, "force", v, sizeof v), 1);
     assert_string_equal(v, "");
-    assert_int_equal(bq_http_query_get("force=", "force", v, sizeof v), 1);
+    assert_int_equal(bq_http_query_get("force=", 6, "force", v, sizeof v), 1);
     assert_string_equal(v, "");
-    assert_int_equal(bq_http_query_get("to=1234567", "to", v, sizeof v), 1);
+    assert_int_equal(bq_http_query_get("to=1234567", 10, "to", v, sizeof v), 1);
     assert_string_equal(v, "1234567");
     strcpy(v, "junk");
-    assert_int_equal(bq_http_query_get("", "to", v, sizeof v), 0);
+    assert_int_equal(bq_http_query_get("", 0, "to", v, sizeof v), 0);
     assert_string_equal(v, "");
-    assert_int_equal(bq_http_query_get("tox=1&t=2&To=3", "to", v, sizeof v), 0);
-    assert_int_equal(bq_http_query_get("t%6=1", "to", v, sizeof v), 0);
-    assert_int_equal(bq_http_query_get("to=12345678", "to", v, sizeof v), -1); /* too long */
-    assert_int_equal(bq_http_query_get("to=a&to=a", "to", v, sizeof v), -1);
-    assert_int_equal(bq_http_query_get("to=a+b", "to", v, sizeof v), -1);
-    assert_int_equal(bq_http_query_get("to=a%20b", "to", v, sizeof v), -1);
-    assert_int_equal(bq_http_query_get("to=a%2", "to", v, sizeof v), -1);
-    assert_int_equal(bq_http_query_get("to=%00", "to", v, sizeof v), -1);
-    assert_int_equal(bq_http_query_get("to=a=b", "to", v, sizeof v), -1);
-    assert_int_equal(bq_http_query_get("to=a/b", "to", v, sizeof v), -1);
-    assert_int_equal(bq_http_query_get("to=a", "to", v, 0), -1);
+    assert_int_equal(bq_http_query_get("tox=1&t=2&To=3", 14, "to", v, sizeof v), 0);
+    assert_int_equal(bq_http_query_get("t%6=1", 5, "to", v, sizeof v), 0);
+    assert_int_equal(bq_http_query_get("to=12345678", 11, "to", v, sizeof v), -1); /* too long */
+    assert_int_equal(bq_http_query_get("to=a&to=a", 9, "to", v, sizeof v), -1);
+    assert_int_equal(bq_http_query_get("to=a+b", 6, "to", v, sizeof v), -1);
+    assert_int_equal(bq_http_query_get("to=a%20b", 8, "to", v, sizeof v), -1);
+    assert_int_equal(bq_http_query_get("to=a%2", 6, "to", v, sizeof v), -1);
+    assert_int_equal(bq_http_query_get("to=%00", 6, "to", v, sizeof v), -1);
+    assert_int_equal(bq_http_query_get("to=a=b", 6, "to", v, sizeof v), -1);
+    assert_int_equal(bq_http_query_get("to=a/b", 6, "to", v, sizeof v), -1);
+    assert_int_equal(bq_http_query_get("to=a", 4, "to", v, 0), -1);
+    /* Nothing past query_len is read. */
+    assert_int_equal(bq_http_query_get("to=ab&to=c", 4, "to", v, sizeof v), 1);
+    assert_string_equal(v, "a");
+    assert_int_equal(bq_http_query_get("to=ab", 2, "to", v, sizeof v), 1);
+    assert_string_equal(v, "");
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(parse_valid_split_everywhere_gives_request),
+        cmocka_unit_test(parse_valid_growing_everywhere_gives_request),
+        cmocka_unit_test(parse_gives_method_and_headers_as_slices),
         cmocka_unit_test(parse_bad_inputs_give_their_status),
         cmocka_unit_test(parse_request_line_limit),
         cmocka_unit_test(parse_empty_lines_before_request_are_bounded),
         cmocka_unit_test(parse_header_section_limit),
         cmocka_unit_test(parse_header_count_limit),
+        cmocka_unit_test(parse_fault_in_later_bytes_refused_at_once),
         cmocka_unit_test(parse_pipelined_requests_in_turn),
-        cmocka_unit_test(parse_idle_tracks_request_start),
+        cmocka_unit_test(parse_empty_or_stale_last_len),
         cmocka_unit_test(query_get_finds_decodes_and_refuses),
     };
     return cmocka_run_group_tests_name("node_http_request", tests, NULL, NULL);
