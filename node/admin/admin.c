@@ -1,10 +1,12 @@
 /* The admin HTTP server (see admin.h): a libuv listener, up to MAX_CONNS
  * connections, each parsing requests with node/admin/http_request.c and answering
- * them in order, through the TLS channel of replication/tls.c when the
- * configuration has a context (required off loopback).
+ * them in order, on a stream (replication/stream.h), in TLS when the
+ * configuration has a context (required off loopback). The stream carries
+ * the bytes; this file keeps the HTTP requests and answers, deadlines and
+ * admission.
  *
  * Input: the plaintext bytes of a connection are appended to its input
- * buffer and parsed where they are (node/http_request.h), one request at a
+ * buffer and parsed where they are (node/admin/http_request.h), one request at a
  * time; a partial head is scanned again only from where the last read
  * stopped (head_seen), and the request's path and query are slices of the
  * buffer, used before it changes. A mutating request
@@ -28,9 +30,10 @@
  * second.
  *
  * Closing: after an answer with "Connection: close" (every error is one), at
- * end of input or on a timeout, the connection is shut down gracefully: the
- * queued answers leave, then FIN, then the client's further bytes are read
- * and discarded until it closes too or LINGER_MS passes, so that unread
+ * end of input or on a timeout, the connection is shut down gracefully
+ * (BQ_STREAM_LINGER): the queued answers leave, then FIN, then the client's
+ * further bytes are read and discarded until it closes too or
+ * BQ_STREAM_LINGER_MS passes, so that unread
  * request bytes cannot make the kernel reset the connection before the
  * client read the answer. Reply handles of a closed connection are detached
  * (their conn set to NULL), never freed here. A route whose handler is NULL
@@ -54,17 +57,15 @@
 #include "node/admin/http_request.h"
 #include "node/base/log.h"
 #include "replication/admit.h"
-#include "replication/tls.h"
+#include "replication/stream.h"
 
 #define MAX_CONNS 64
 #define PER_SOURCE 16 /* a kubelet's probes share one address, as may clients behind a NAT */
 #define REQUEST_TIMEOUT_MS 5000
-#define TLS_RECORD_HANDSHAKE 0x16 /* the first byte of a TLS ClientHello */
-#define LINGER_MS 2000
 #define READ_CHUNK 16384
 #define IN_SOFT ((size_t)32 * 1024)  /* reading stops while this much input waits */
 #define IN_HARD ((size_t)128 * 1024) /* more buffered input than this closes the connection */
-#define OUT_HIGH ((size_t)256 * 1024)
+#define OUT_HIGH ((size_t)256 * 1024) /* parsing pauses until answers fall below half */
 #define NAME_MAX_LEN 64 /* node names are 1 to 63 bytes (node/base/flags.c) */
 
 typedef struct conn conn_t;
@@ -77,27 +78,20 @@ struct bq_admin_reply {
 struct conn {
     bq_admin_t *a;
     conn_t *prev, *next;
-    uv_tcp_t tcp;
-    uv_timer_t timer; /* the request deadline; the linger once closing */
-    uv_shutdown_t shutdown;
-    bq_tls_t *tls; /* NULL in plaintext */
-    uint8_t *out;  /* ciphertext gathered during one TLS operation */
-    size_t out_len, out_cap;
-    bool out_failed, in_failed; /* a buffer could not grow */
-    size_t queued;              /* bytes of unfinished writes */
-    char *in;                   /* plaintext not parsed yet */
+    bq_stream_t *s;   /* the connection, plaintext or TLS */
+    uv_timer_t timer; /* the request deadline */
+    bool in_failed;   /* the input buffer could not grow */
+    char *in;         /* plaintext not parsed yet */
     size_t in_len, in_cap;
     bq_http_request_t req; /* the request being parsed, its slices in `in` */
     size_t head_seen;      /* bytes of a partial head already parsed; 0 between requests */
     bq_admin_reply_t *pending; /* the request being answered by a handler */
-    bool reading, processing, eof, closing, draining, handles_closing;
-    bool sniffing;  /* loopback with TLS configured: the first byte decides */
+    bool processing, closing;
     bool answered;  /* at least one answer sent: between requests it is idle */
-    int handles; /* open handles, 2 until both close callbacks ran */
+    int handles;    /* the stream and the timer, until both have closed */
     uint64_t since; /* loop ms when it opened or was last answered */
     char peer[64];
     char source[BQ_ADMIT_SOURCE_MAX]; /* the client's address, without port */
-    char rbuf[READ_CHUNK];
 };
 
 struct bq_admin {
@@ -114,13 +108,6 @@ struct bq_admin {
     char addr[80];
 };
 
-typedef struct wreq {
-    uv_write_t req;
-    conn_t *c;
-    char *data; /* owned until the write callback */
-    size_t len;
-} wreq_t;
-
 static void process(conn_t *c);
 
 /* ---- freeing and closing --------------------------------------------- */
@@ -131,9 +118,9 @@ static void maybe_free_admin(bq_admin_t *a)
         free(a);
 }
 
-static void handle_closed(uv_handle_t *h)
+/* The stream or the timer has closed: c is freed after both. */
+static void release(conn_t *c)
 {
-    conn_t *c = h->data;
     if (--c->handles > 0)
         return;
     bq_admin_t *a = c->a;
@@ -144,53 +131,29 @@ static void handle_closed(uv_handle_t *h)
     if (c->next)
         c->next->prev = c->prev;
     a->nconns--;
-    bq_tls_free(c->tls);
-    free(c->out);
     free(c->in);
     free(c);
     maybe_free_admin(a);
 }
 
-static void close_handles(conn_t *c)
+static void timer_closed(uv_handle_t *h)
 {
-    if (c->handles_closing)
-        return;
-    c->handles_closing = true;
-    uv_close((uv_handle_t *)&c->tcp, handle_closed);
-    uv_close((uv_handle_t *)&c->timer, handle_closed);
+    release(h->data);
 }
 
-static void shutdown_done(uv_shutdown_t *req, int status)
+static void stream_closed(bq_stream_t *s, void *arg)
 {
-    conn_t *c = req->data;
-    if (status < 0 || c->eof)
-        close_handles(c); /* else wait for the client's end of input */
+    (void)s;
+    release(arg);
 }
 
-static void linger_expired(uv_timer_t *t)
-{
-    close_handles(t->data);
-}
-
-static void alloc_read(uv_handle_t *h, size_t hint, uv_buf_t *buf);
-static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf);
-
-/* Reads while input is wanted: never after the end of input; while closing
- * only to discard the lingering bytes; else while less than IN_SOFT wait. */
+/* Reads while less than IN_SOFT bytes of input wait (the stream reads to
+ * discard while it lingers). */
 static void update_reading(conn_t *c)
 {
-    if (c->handles_closing)
-        return;
-    bool want = !c->eof && (c->draining || (!c->closing && c->in_len < IN_SOFT));
-    if (want && !c->reading) {
-        c->reading = uv_read_start((uv_stream_t *)&c->tcp, alloc_read, on_read) == 0;
-    } else if (!want && c->reading) {
-        uv_read_stop((uv_stream_t *)&c->tcp);
-        c->reading = false;
-    }
+    if (!c->closing)
+        bq_stream_read(c->s, c->in_len < IN_SOFT);
 }
-
-static int flush_out(conn_t *c);
 
 /* Closes c, gracefully (queued answers leave, then FIN, then lingering
  * reads) or at once. Detaches a pending reply. Acts once. */
@@ -199,109 +162,12 @@ static void end_conn(conn_t *c, bool graceful)
     if (c->closing)
         return;
     c->closing = true;
-    uv_timer_stop(&c->timer);
+    uv_close((uv_handle_t *)&c->timer, timer_closed);
     if (c->pending) {
         c->pending->conn = NULL;
         c->pending = NULL;
     }
-    if (graceful && c->tls && bq_tls_established(c->tls)) {
-        bq_tls_shutdown(c->tls);
-        flush_out(c);
-    }
-    if (graceful && !c->handles_closing &&
-        uv_shutdown(&c->shutdown, (uv_stream_t *)&c->tcp, shutdown_done) == 0) {
-        c->draining = true;
-        update_reading(c);
-        uv_timer_start(&c->timer, linger_expired, LINGER_MS, 0);
-        return;
-    }
-    close_handles(c);
-}
-
-/* ---- output ---------------------------------------------------------- */
-
-static void write_done(uv_write_t *req, int status)
-{
-    wreq_t *w = (wreq_t *)req;
-    conn_t *c = w->c;
-    c->queued -= w->len;
-    free(w->data);
-    free(w);
-    if (status < 0) {
-        end_conn(c, false);
-        close_handles(c); /* also when it was lingering */
-    } else if (!c->closing && c->in_len > 0 && c->queued < OUT_HIGH / 2) {
-        process(c); /* parsing paused above OUT_HIGH */
-    }
-}
-
-/* Queues data[0..len) for the socket, taking ownership. 0, or -1 with c
- * closing. */
-static int queue_write(conn_t *c, char *data, size_t len)
-{
-    wreq_t *w = c->handles_closing ? NULL : malloc(sizeof *w);
-    uv_buf_t b = uv_buf_init(data, (unsigned)len);
-    if (w)
-        *w = (wreq_t){.c = c, .data = data, .len = len};
-    if (!w || uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, write_done) < 0) {
-        free(data);
-        free(w);
-        end_conn(c, false);
-        return -1;
-    }
-    c->queued += len;
-    return 0;
-}
-
-/* Queues the ciphertext gathered in c->out. 0 or -1 (c closing). */
-static int flush_out(conn_t *c)
-{
-    if (c->out_failed) {
-        end_conn(c, false);
-        return -1;
-    }
-    if (c->out_len == 0)
-        return 0;
-    char *data = (char *)c->out;
-    size_t len = c->out_len;
-    c->out = NULL;
-    c->out_len = c->out_cap = 0;
-    return queue_write(c, data, len);
-}
-
-/* The TLS channel's io->send: gathers ciphertext until flush_out. */
-static void tls_send(void *arg, const uint8_t *data, size_t len)
-{
-    conn_t *c = arg;
-    if (c->out_len + len > c->out_cap) {
-        size_t cap = c->out_cap ? c->out_cap : 16384;
-        while (cap < c->out_len + len)
-            cap *= 2;
-        uint8_t *p = realloc(c->out, cap);
-        if (!p) {
-            c->out_failed = true;
-            return;
-        }
-        c->out = p;
-        c->out_cap = cap;
-    }
-    memcpy(c->out + c->out_len, data, len);
-    c->out_len += len;
-}
-
-/* Sends plaintext data[0..len), taking ownership: encrypted under TLS. */
-static void send_bytes(conn_t *c, char *data, size_t len)
-{
-    if (!c->tls) {
-        queue_write(c, data, len);
-        return;
-    }
-    int r = bq_tls_write(c->tls, (const uint8_t *)data, len);
-    free(data);
-    if (r < 0)
-        end_conn(c, false);
-    else
-        flush_out(c);
+    bq_stream_close(c->s, graceful ? BQ_STREAM_LINGER : BQ_STREAM_ABORT);
 }
 
 /* ---- answers --------------------------------------------------------- */
@@ -372,7 +238,7 @@ static void send_response(conn_t *c, const resp_t *r, bool head, bool keep_alive
     memcpy(data, hdr, (size_t)n);
     if (blen > 0)
         memcpy(data + n, r->body, blen);
-    send_bytes(c, data, (size_t)n + blen);
+    bq_stream_write(c->s, (uint8_t *)data, (size_t)n + blen); /* a failure ends c */
     c->answered = true;
     c->since = uv_now(c->a->loop);
     if (!keep_alive)
@@ -518,7 +384,7 @@ static const route_t routes[] = {
 
 static void log_post(const conn_t *c, const bq_http_request_t *q)
 {
-    const char *name = c->tls ? bq_tls_peer_name(c->tls) : NULL;
+    const char *name = bq_stream_peer_name(c->s);
     bq_log(BQ_LOG_INFO, "admin request",
            "method=POST path=\"%.*s\" query=\"%.*s\" client=%s name=%s", (int)q->path_len, q->path,
            (int)q->query_len, q->query, c->peer, name ? name : "-");
@@ -536,9 +402,8 @@ static void handle_request(conn_t *c)
             continue;
         const char *refusal =
             rt->post && q->method == BQ_HTTP_POST
-                ? bq_admin_post_refusal(c->a->cfg.tls != NULL, c->tls != NULL,
-                                        c->tls ? bq_tls_peer_name(c->tls) : NULL, c->a->cfg.self,
-                                        rt->path)
+                ? bq_admin_post_refusal(c->a->cfg.tls != NULL, bq_stream_is_tls(c->s),
+                                        bq_stream_peer_name(c->s), c->a->cfg.self, rt->path)
                 : NULL;
         if (refusal) {
             bq_log_limited(&c->a->refused_post, BQ_LOG_WARN, "admin request refused",
@@ -584,7 +449,7 @@ static void process(conn_t *c)
         return;
     c->processing = true;
     size_t at = 0;
-    while (!c->closing && !c->pending && c->queued < OUT_HIGH && at < c->in_len) {
+    while (!c->closing && !c->pending && bq_stream_queued(c->s) < OUT_HIGH && at < c->in_len) {
         size_t len = c->in_len - at;
         int r = bq_http_parse_request(c->in + at, len, c->head_seen, &c->req);
         if (r == BQ_HTTP_PARTIAL) {
@@ -610,10 +475,9 @@ static void process(conn_t *c)
     update_reading(c);
 }
 
-/* Plaintext from the socket or the TLS channel: appended to the input. */
-static void take_input(void *arg, const uint8_t *data, size_t len)
+/* Plaintext from the stream: appended to the input. */
+static void take_input(conn_t *c, const uint8_t *data, size_t len)
 {
-    conn_t *c = arg;
     if (c->closing || c->in_failed)
         return;
     if (c->in_len + len > c->in_cap) {
@@ -632,64 +496,40 @@ static void take_input(void *arg, const uint8_t *data, size_t len)
     c->in_len += len;
 }
 
-/* Feeds n bytes of ciphertext from rbuf. 0, or -1 with c closing. */
-static int feed_tls(conn_t *c, size_t n)
+static void stream_data(bq_stream_t *s, const uint8_t *data, size_t len, void *arg)
 {
-    bool established = bq_tls_established(c->tls);
-    if (bq_tls_feed(c->tls, (const uint8_t *)c->rbuf, n) == 0)
-        return flush_out(c);
-    if (!established)
-        bq_log_limited(&c->a->tls_refused, BQ_LOG_INFO, "admin TLS client refused",
-                       "client=%s err=\"%s\"", c->peer, bq_tls_error(c->tls));
-    else
-        bq_log(BQ_LOG_DEBUG, "admin TLS connection failed", "client=%s err=\"%s\"", c->peer,
-               bq_tls_error(c->tls));
-    flush_out(c); /* the alert */
-    end_conn(c, true);
-    return -1;
-}
-
-static void alloc_read(uv_handle_t *h, size_t hint, uv_buf_t *buf)
-{
-    conn_t *c = h->data;
-    (void)hint;
-    *buf = uv_buf_init(c->rbuf, sizeof c->rbuf);
-}
-
-static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
-{
-    conn_t *c = s->data;
-    (void)buf;
-    if (n == 0)
-        return;
-    if (n < 0) { /* end of input or an error: nothing more will come */
-        c->eof = true;
-        uv_read_stop(s);
-        c->reading = false;
-        if (c->draining)
-            close_handles(c);
-        else
-            end_conn(c, n == UV_EOF);
-        return;
-    }
-    if (c->closing)
-        return; /* lingering: the bytes are discarded */
-    if (c->sniffing) {
-        /* Loopback: TLS when it starts like TLS, else plaintext (GET only). */
-        c->sniffing = false;
-        if ((uint8_t)c->rbuf[0] != TLS_RECORD_HANDSHAKE) {
-            bq_tls_free(c->tls);
-            c->tls = NULL;
-        }
-    }
-    if (c->tls == NULL)
-        take_input(c, (const uint8_t *)c->rbuf, (size_t)n);
-    else if (feed_tls(c, (size_t)n) < 0)
-        return;
+    conn_t *c = arg;
+    (void)s;
+    take_input(c, data, len);
     if (c->in_failed)
         end_conn(c, false);
     else
         process(c);
+}
+
+/* The answers fell below OUT_HIGH / 2: parsing goes on. */
+static void stream_drain(bq_stream_t *s, void *arg)
+{
+    conn_t *c = arg;
+    (void)s;
+    if (!c->closing && c->in_len > 0)
+        process(c);
+}
+
+/* The end of input (answered, then closed), a failed TLS handshake (logged
+ * and counted, closed after its alert) or another failure (closed at once). */
+static void stream_error(bq_stream_t *s, int err, const char *why, void *arg)
+{
+    conn_t *c = arg;
+    (void)s;
+    const char *tls_err = strncmp(why, "tls: ", 5) == 0 ? why + 5 : why;
+    if (err == BQ_STREAM_ETLS_HANDSHAKE)
+        bq_log_limited(&c->a->tls_refused, BQ_LOG_INFO, "admin TLS client refused",
+                       "client=%s err=\"%s\"", c->peer, tls_err);
+    else if (err == BQ_STREAM_ETLS)
+        bq_log(BQ_LOG_DEBUG, "admin TLS connection failed", "client=%s err=\"%s\"", c->peer,
+               tls_err);
+    end_conn(c, err == UV_EOF || err == BQ_STREAM_ETLS_HANDSHAKE || err == BQ_STREAM_ETLS);
 }
 
 /* ---- accepting ------------------------------------------------------- */
@@ -713,17 +553,6 @@ static void refuse_conn(bq_admin_t *a, uv_stream_t *server)
                    "reason=\"more than %d connections\" addr=%s", MAX_CONNS, a->addr);
 }
 
-/* "ip:port" or "[ip]:port" of sa into buf. */
-static void format_addr(const struct sockaddr *sa, char *buf, size_t len)
-{
-    char ip[64] = "?";
-    bool v6 = sa->sa_family == AF_INET6;
-    uint16_t port = v6 ? ((const struct sockaddr_in6 *)sa)->sin6_port
-                       : ((const struct sockaddr_in *)sa)->sin_port;
-    uv_ip_name(sa, ip, sizeof ip);
-    snprintf(buf, len, v6 ? "[%s]:%u" : "%s:%u", ip, ntohs(port));
-}
-
 /* c's state for admission: a request being answered, a client that
  * proved itself (a verified certificate), one between requests, or one
  * that has proven nothing yet. */
@@ -731,7 +560,7 @@ static bq_admit_state_t admit_state(const conn_t *c)
 {
     if (c->pending)
         return BQ_ADMIT_BUSY;
-    if (c->tls && bq_tls_peer_name(c->tls))
+    if (bq_stream_peer_name(c->s))
         return BQ_ADMIT_TRUSTED;
     return c->answered && c->head_seen == 0 ? BQ_ADMIT_IDLE : BQ_ADMIT_NEW;
 }
@@ -771,15 +600,30 @@ static bool admit(bq_admin_t *a, conn_t *c)
 /* A new connection: deadline and reading started. */
 static void open_conn(bq_admin_t *a, uv_stream_t *server)
 {
+    const bq_admin_config_t *cfg = &a->cfg;
+    bq_stream_config_t scfg = {.tls = cfg->tls,
+                               .server = true,
+                               .names = cfg->names,
+                               .nnames = cfg->nnames,
+                               .channel = BQ_TLS_ADMIN,
+                               .peer_optional = true,
+                               .sniff = a->loopback,
+                               .read_size = READ_CHUNK,
+                               .high_water = OUT_HIGH,
+                               .low_water = OUT_HIGH / 2};
+    static const bq_stream_callbacks_t scbs = {NULL, stream_data, stream_drain, stream_error,
+                                               stream_closed};
     conn_t *c = calloc(1, sizeof *c);
-    if (c == NULL) {
+    bq_stream_t *s = c ? bq_stream_new(a->loop, &scfg, &scbs, c) : NULL;
+    if (s == NULL) {
+        free(c);
         refuse_conn(a, server);
         return;
     }
     c->a = a;
-    uv_tcp_init(a->loop, &c->tcp); /* cannot fail: no socket yet */
+    c->s = s;
     uv_timer_init(a->loop, &c->timer);
-    c->tcp.data = c->timer.data = c->shutdown.data = c;
+    c->timer.data = c;
     c->handles = 2;
     c->next = a->conns;
     if (a->conns)
@@ -787,26 +631,14 @@ static void open_conn(bq_admin_t *a, uv_stream_t *server)
     a->conns = c;
     a->nconns++;
     snprintf(c->peer, sizeof c->peer, "?");
-    bq_tls_io_t io = {tls_send, take_input, c};
-    if (a->cfg.tls)
-        c->tls = bq_tls_new(a->cfg.tls, true, a->cfg.names, a->cfg.nnames, &io);
-    if (c->tls) {
-        bq_tls_set_channel(c->tls, BQ_TLS_ADMIN);
-        bq_tls_peer_optional(c->tls);
-    }
-    if ((a->cfg.tls && c->tls == NULL) || uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
+    if (bq_stream_accept(s, server) < 0) {
         end_conn(c, false);
         return;
     }
-    struct sockaddr_storage ss;
-    int sslen = (int)sizeof ss;
-    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &sslen) == 0) {
-        format_addr((struct sockaddr *)&ss, c->peer, sizeof c->peer);
-        uv_ip_name((struct sockaddr *)&ss, c->source, sizeof c->source);
-    }
+    if (bq_stream_peer_addr(s)[0] != '\0')
+        snprintf(c->peer, sizeof c->peer, "%s", bq_stream_peer_addr(s));
+    snprintf(c->source, sizeof c->source, "%s", bq_stream_peer_ip(s));
     c->since = uv_now(a->loop);
-    c->sniffing = c->tls && a->loopback;
-    uv_tcp_nodelay(&c->tcp, 1);
     if (!admit(a, c))
         return;
     restart_deadline(c);
@@ -894,7 +726,7 @@ int bq_admin_start(uv_loop_t *loop, const bq_admin_config_t *cfg, const bq_admin
         bq_admin_stop(a);
         return r;
     }
-    format_addr((const struct sockaddr *)&ss, a->addr, sizeof a->addr);
+    bq_stream_format_addr((const struct sockaddr *)&ss, a->addr, sizeof a->addr);
     *out = a;
     return 0;
 }
@@ -929,6 +761,6 @@ void bq_admin_stop(bq_admin_t *a)
     uv_close((uv_handle_t *)&a->listener, listener_closed);
     for (conn_t *c = a->conns; c != NULL; c = c->next) {
         end_conn(c, false);
-        close_handles(c); /* also those lingering */
+        bq_stream_close(c->s, BQ_STREAM_ABORT); /* also those lingering */
     }
 }
