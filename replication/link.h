@@ -1,7 +1,7 @@
-/* A replication link: one TCP connection on the libuv loop carrying
- * length-prefixed bq.repl messages (replication/wire.h), inside mutual TLS
- * (replication/tls.h) or, only when the test flag --repl-plaintext is given,
- * in plaintext. Used by both sides: the primary accepts links from standbys,
+/* A replication link: one TCP connection on the libuv loop (a stream,
+ * replication/stream.h) carrying length-prefixed bq.repl messages
+ * (replication/wire.h), inside mutual TLS (replication/tls.h) or, only when
+ * the test flag --repl-plaintext is given, in plaintext. Used by both sides: the primary accepts links from standbys,
  * a standby connects one to the primary.
  *
  * A link that does not complete its TLS handshake within handshake_ms, or
