@@ -117,13 +117,7 @@ typedef struct world {
 static int setup_certs(void **state)
 {
     (void)state;
-    snprintf(dir, sizeof dir, "/tmp/bq-canvass-XXXXXX");
-    if (mkdtemp(dir) == NULL) {
-        return -1;
-    }
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "'%s' '%s' cand v0 v1 v2 v3 v4 v5 v6", BQ_MKCERTS, dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return make_certs("/tmp/bq-canvass-XXXXXX", "cand v0 v1 v2 v3 v4 v5 v6");
 }
 
 /* ---- the report sink ------------------------------------------------- */

@@ -68,13 +68,7 @@ typedef struct world {
 static int setup_certs(void **state)
 {
     (void)state;
-    snprintf(dir, sizeof dir, "/tmp/bq-link-XXXXXX");
-    if (mkdtemp(dir) == NULL) {
-        return -1;
-    }
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "'%s' '%s' alpha beta", BQ_MKCERTS, dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return make_certs("/tmp/bq-link-XXXXXX", "alpha beta");
 }
 
 /* ---- link callbacks -------------------------------------------------- */

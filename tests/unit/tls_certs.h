@@ -1,6 +1,6 @@
 /* Certificates in a temporary directory for the replication TLS tests
- * (test_repl_tls makes them with the OpenSSL API, test_repl_link with
- * deploy/mkcerts): the directory, its removal, and contexts built from it
+ * (test_repl_tls makes them with the OpenSSL API, the others with
+ * deploy/mkcerts through make_certs): the directory, its removal, and contexts built from it
  * with bq_tls_ctx_new. Header-only; include once per test. */
 #ifndef BQ_TEST_TLS_CERTS_H
 #define BQ_TEST_TLS_CERTS_H
@@ -22,6 +22,21 @@ static int teardown_certs(void **state)
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     return system(cmd) == 0 ? 0 : -1;
 }
+
+#ifdef BQ_MKCERTS
+/* Makes dir from template ("/tmp/bq-x-XXXXXX") and in it, with
+ * deploy/mkcerts, a CA and a certificate for each of the space-separated
+ * names. 0 or -1 (a cmocka group setup's result). */
+static int make_certs(const char *template, const char *names)
+{
+    snprintf(dir, sizeof dir, "%s", template);
+    if (mkdtemp(dir) == NULL)
+        return -1;
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "'%s' '%s' %s", BQ_MKCERTS, dir, names);
+    return system(cmd) == 0 ? 0 : -1;
+}
+#endif
 
 /* A context presenting dir/<name>.pem, trusting dir/ca.pem; fails the test
  * when it cannot be made. */
