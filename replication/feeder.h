@@ -69,7 +69,7 @@ bq_feeder_t *bq_feeder_new(uv_loop_t *loop, const bq_feeder_config_t *cfg,
                            const bq_repl_log_t *log, void (*committed)(void *arg), void *arg);
 
 /* Starts listening on host:port. 0, or a negative libuv error (the caller
- * logs the outcome: node/cluster.c). */
+ * logs the outcome: node/cluster/cluster.c). */
 int bq_feeder_listen(bq_feeder_t *f, const char *host, const char *port);
 
 /* The binlog wrote frames up to lsn, bytes in all since start (primary):

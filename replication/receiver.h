@@ -34,7 +34,7 @@ typedef struct bq_repl_primary {
 
 /* What the receiver needs from the node (all borrowed). The receiver
  * reports the events these hooks carry through them alone: the node logs
- * them (node/cluster.c); what no hook carries goes to replication/report.h. */
+ * them (node/cluster/cluster.c); what no hook carries goes to replication/report.h. */
 typedef struct bq_repl_sink {
     /* The local log: its last frame (applied), that frame's epoch, and how
      * far it is written and durable. */

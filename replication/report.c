@@ -1,5 +1,5 @@
 /* The report sink (see report.h): one installed sink, and the one-line-a-
- * second limit kept per event on the monotonic clock, as node/log.c keeps
+ * second limit kept per event on the monotonic clock, as node/base/log.c keeps
  * its own. */
 #include "replication/report.h"
 

@@ -2,7 +2,7 @@
  * (a connection closed, a TLS peer refused, a vote not answered): one
  * event is one line, a message and logfmt key=value pairs, written through
  * a sink the process installs once at start-up (node/main.c installs
- * node/log.c's writer). Without a sink nothing is written. Events a hook
+ * node/base/log.c's writer). Without a sink nothing is written. Events a hook
  * already reports (a primary found or lost, a resync downloaded) and
  * results that are return codes (bq_feeder_listen) are logged by the
  * caller instead. replication/ never includes node/. */

@@ -3,7 +3,7 @@
  * memory BIOs, so that TLS stays testable without sockets). In the spirit
  * of valkey's ConnectionType (src/connection.h): its users write and read
  * plaintext, whatever carries it, and keep only what is theirs:
- * replication/link.c its message framing and timeouts, node/admin.c its
+ * replication/link.c its message framing and timeouts, node/admin/admin.c its
  * HTTP requests and answers.
  *
  * Output: bq_stream_write takes a buffer and queues it for the socket (in

@@ -2,7 +2,7 @@
  * the first code that reads the bytes an admin client sends.
  *
  * The input is a byte stream as a keep-alive connection carries it: any
- * number of pipelined requests. Each request is parsed, as node/admin.c
+ * number of pipelined requests. Each request is parsed, as node/admin/admin.c
  * does, over a buffer that holds its bytes from its start and grows as more
  * arrive, four ways: whole (the rest of the stream at once); growing one
  * byte per call, resumed with last_len; growing in pieces of 1 to 300
