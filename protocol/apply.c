@@ -158,6 +158,8 @@ static int apply_full(bq_engine_t *e, const Bq__Log__JobFull *f, uint32_t file, 
     bq__jobtab_insert(&e->jobs, j);
     if (j->id >= e->next_id)
         e->next_id = j->id + 1;
+    if (j->id >= e->id_used)
+        e->id_used = j->id + 1;
     e->live_log_bytes += bq__log_full_max(j);
     link_status(e, j, f->status, now);
     if (old) {
@@ -231,6 +233,20 @@ static int apply_pause(bq_engine_t *e, const Bq__Log__TubePause *p, bq_now_t now
     return 0;
 }
 
+/* An id reservation: ids below next may have been handed out, ids below
+ * used shown; its flags say whether ids may go on after used. */
+static int apply_ids(bq_engine_t *e, const Bq__Log__IdReservation *ids)
+{
+    if (ids->next > ID_MAX || ids->used > ID_MAX)
+        return BQ_EBADRECORD;
+    if (ids->next > e->next_id)
+        e->next_id = ids->next;
+    if (ids->used > e->id_used)
+        e->id_used = ids->used;
+    e->ids_settled = ids->durable || ids->clean_stop;
+    return 0;
+}
+
 int bq_engine_apply(bq_engine_t *e, const uint8_t *data, size_t len, uint32_t file,
                     bq_now_t now)
 {
@@ -252,9 +268,7 @@ int bq_engine_apply(bq_engine_t *e, const uint8_t *data, size_t len, uint32_t fi
         rc = apply_pause(e, r->pause, now);
         break;
     case BQ__LOG__RECORD__KIND_IDS:
-        rc = r->ids->next > ID_MAX ? BQ_EBADRECORD : 0;
-        if (rc == 0 && r->ids->next > e->next_id)
-            e->next_id = r->ids->next;
+        rc = apply_ids(e, r->ids);
         break;
     default:
         rc = BQ_EBADRECORD; /* no kind, or one this version does not know */

@@ -15,7 +15,7 @@ bq_engine_t *bq_engine_new(const bq_engine_config_t *cfg, const bq_engine_hooks_
     e->hooks = *hooks;
     e->logging = hooks->log && hooks->log_room;
     e->max_job_size = cfg->max_job_size;
-    e->next_id = 1;
+    e->next_id = e->id_used = 1;
     bq__timers_init(e);
     e->tube_hash_cap = TUBE_HASH_CAP;
     e->tube_hash = calloc(e->tube_hash_cap, sizeof *e->tube_hash);

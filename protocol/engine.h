@@ -63,6 +63,8 @@ typedef struct bq_log_entry {
     bool full;          /* a full job record: the job's file becomes its segment */
     bool gone;          /* a delete: the job leaves prev_file */
     bool sync;          /* must be on disk before any reply that follows it */
+    bool meta;          /* the log's own bookkeeping (id reservations, a checkpoint's
+                           restated pauses), not a change a command made */
 } bq_log_entry_t;
 
 /* The log_room hook's answers. */
@@ -209,9 +211,28 @@ int bq_engine_apply(bq_engine_t *e, const uint8_t *data, size_t len, uint32_t fi
  * never reached it (call before the checkpoint that logs the reservation). */
 void bq_engine_skip_id_block(bq_engine_t *e);
 
+/* After replay: sets where job ids go on. With may_continue, and when the
+ * last id reservation replayed says so (a clean stop, or a writer that
+ * showed no id before its record was durable), the next id is one past the
+ * highest id logged (as beanstalkd's); otherwise it is past every reserved
+ * id. Every id below the next one then counts as shown. */
+void bq_engine_resume_ids(bq_engine_t *e, bool may_continue);
+
+/* True when the last id reservation applied lets ids go on after the
+ * highest logged one (bq_engine_resume_ids). */
+bool bq_engine_ids_settled(const bq_engine_t *e);
+
+/* Declares that no reply shows an id before the job's full record is durable
+ * (a single node under -f 0); logged with every id reservation. */
+void bq_engine_set_ids_durable(bq_engine_t *e, bool durable);
+
 /* Logs what a new segment must repeat so that older segments are never
  * needed for it: the id reservation and every tube still paused. */
 void bq_engine_log_checkpoint(bq_engine_t *e, bq_now_t now);
+
+/* Logs the last record of a clean shutdown: an id reservation marked
+ * clean_stop. Log it only once every earlier record is durable. */
+void bq_engine_log_clean_stop(bq_engine_t *e);
 
 /* Logs job id in full again (compaction moves it to the current segment).
  * 0, or -1 when the job is gone or the log has no room. */

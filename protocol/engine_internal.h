@@ -127,6 +127,11 @@ struct bq_engine {
     bool logging;       /* the log hooks are set */
     uint64_t next_id;
     uint64_t id_limit;  /* logging: ids below this are covered by a logged reservation */
+    uint64_t id_used;   /* ids below this may have been shown: past every id logged or
+                           applied in a full record, restated in reservations */
+    bool ids_durable;   /* logging: no id is shown before its full record is durable */
+    bool ids_settled;   /* apply: the last reservation applied lets ids go on after
+                           id_used (a clean stop, or a writer with ids_durable) */
     uint64_t live_log_bytes;
     uint8_t *logbuf;    /* scratch for packing records */
     size_t logcap;
@@ -293,7 +298,7 @@ void bq__sendf(bq_engine_t *e, bq_client_t *c, const char *fmt, ...)
 #define BQ_ID_BLOCK 100000
 /* Upper bounds of packed records (payload only), for log_room. */
 #define BQ_LOG_UPDATE_MAX 96
-#define BQ_LOG_IDS_MAX 16
+#define BQ_LOG_IDS_MAX 32
 /* Bound of j's full record. */
 size_t bq__log_full_max(const bq_job_t *j);
 /* True when logging is off or the log has room for bytes. */

@@ -99,6 +99,8 @@ void bq__log_full(bq_engine_t *e, bq_job_t *j, bq_now_t now)
     r.full = &full;
     bq_log_entry_t entry = {.job_id = j->id, .prev_file = j->file, .full = true};
     j->file = emit(e, &r, &entry);
+    if (j->id >= e->id_used)
+        e->id_used = j->id + 1;
 }
 
 void bq__log_update(bq_engine_t *e, bq_job_t *j, bq_now_t now)
@@ -131,10 +133,9 @@ void bq__log_delete(bq_engine_t *e, bq_job_t *j)
     emit(e, &r, &entry);
 }
 
-void bq__log_pause(bq_engine_t *e, const bq_tube_t *t, bq_now_t now)
+/* Logs t's pause; meta for a checkpoint's restatement. */
+static void log_pause(bq_engine_t *e, const bq_tube_t *t, bq_now_t now, bool meta)
 {
-    if (!e->logging)
-        return;
     Bq__Log__TubePause p = BQ__LOG__TUBE_PAUSE__INIT;
     Bq__Log__Record r = BQ__LOG__RECORD__INIT;
     p.tube = (char *)t->name;
@@ -142,19 +143,35 @@ void bq__log_pause(bq_engine_t *e, const bq_tube_t *t, bq_now_t now)
     p.unpause_wall = bq__clock_convert(t->unpause_at, now.mono, now.wall);
     r.kind_case = BQ__LOG__RECORD__KIND_PAUSE;
     r.pause = &p;
-    bq_log_entry_t entry = {0};
+    bq_log_entry_t entry = {.meta = meta};
     emit(e, &r, &entry);
 }
 
-static void log_ids(bq_engine_t *e, uint64_t next, bool sync)
+void bq__log_pause(bq_engine_t *e, const bq_tube_t *t, bq_now_t now)
+{
+    if (e->logging)
+        log_pause(e, t, now, false);
+}
+
+/* Logs an id reservation up to next (see IdReservation in binlog.proto). */
+static void log_ids(bq_engine_t *e, uint64_t next, bool sync, bool clean_stop)
 {
     Bq__Log__IdReservation ids = BQ__LOG__ID_RESERVATION__INIT;
     Bq__Log__Record r = BQ__LOG__RECORD__INIT;
     ids.next = next;
+    ids.used = e->id_used;
+    ids.durable = e->ids_durable;
+    ids.clean_stop = clean_stop;
     r.kind_case = BQ__LOG__RECORD__KIND_IDS;
     r.ids = &ids;
-    bq_log_entry_t entry = {.sync = sync};
+    bq_log_entry_t entry = {.sync = sync, .meta = true};
     emit(e, &r, &entry);
+}
+
+/* The end of the ids that may have been handed out. */
+static uint64_t ids_end(const bq_engine_t *e)
+{
+    return e->id_limit > e->next_id ? e->id_limit : e->next_id;
 }
 
 uint64_t bq__take_id(bq_engine_t *e)
@@ -165,7 +182,7 @@ uint64_t bq__take_id(bq_engine_t *e)
         if (!bq__log_room(e, BQ_LOG_IDS_MAX, false))
             return 0;
         e->id_limit = e->next_id + BQ_ID_BLOCK;
-        log_ids(e, e->id_limit, true);
+        log_ids(e, e->id_limit, true, false);
     }
     return e->next_id++;
 }
@@ -173,17 +190,43 @@ uint64_t bq__take_id(bq_engine_t *e)
 void bq_engine_skip_id_block(bq_engine_t *e)
 {
     e->next_id += BQ_ID_BLOCK;
+    e->id_used = e->next_id;
+}
+
+void bq_engine_resume_ids(bq_engine_t *e, bool may_continue)
+{
+    if (may_continue && e->ids_settled)
+        e->next_id = e->id_used;
+    else if (e->id_used > e->next_id)
+        e->next_id = e->id_used;
+    e->id_used = e->next_id;
+}
+
+bool bq_engine_ids_settled(const bq_engine_t *e)
+{
+    return e->ids_settled;
+}
+
+void bq_engine_set_ids_durable(bq_engine_t *e, bool durable)
+{
+    e->ids_durable = durable;
 }
 
 void bq_engine_log_checkpoint(bq_engine_t *e, bq_now_t now)
 {
     if (!e->logging)
         return;
-    log_ids(e, e->id_limit > e->next_id ? e->id_limit : e->next_id, false);
+    log_ids(e, ids_end(e), false, false);
     for (size_t i = 0; i < e->ntubes; i++) {
         if (bq__tube_paused(e->tubes[i]))
-            bq__log_pause(e, e->tubes[i], now);
+            log_pause(e, e->tubes[i], now, true);
     }
+}
+
+void bq_engine_log_clean_stop(bq_engine_t *e)
+{
+    if (e->logging)
+        log_ids(e, ids_end(e), false, true);
 }
 
 int bq_engine_relog_job(bq_engine_t *e, uint64_t id, bq_now_t now)

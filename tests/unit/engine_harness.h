@@ -135,7 +135,7 @@ typedef struct h_record {
     size_t len;
     uint64_t job_id;
     uint32_t prev_file;
-    bool full, gone, sync;
+    bool full, gone, sync, meta;
     uint32_t file; /* the segment number the hook returned */
     size_t room;   /* bytes granted by the log_room call before it, 0 if none */
 } h_record_t;
@@ -185,6 +185,7 @@ static inline uint32_t h_hook_log(void *arg, const bq_log_entry_t *en)
     r->full = en->full;
     r->gone = en->gone;
     r->sync = en->sync;
+    r->meta = en->meta;
     r->file = l->file;
     r->room = l->last_room;
     l->last_room = 0;

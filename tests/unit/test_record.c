@@ -62,17 +62,22 @@ static void check_entries(const harness_t *h)
         switch (x->kind_case) {
         case BQ__LOG__RECORD__KIND_FULL:
             assert_true(r->full && !r->gone && !r->sync && r->job_id == x->full->id);
+            assert_false(r->meta);
             break;
         case BQ__LOG__RECORD__KIND_UPDATE:
             assert_true(!r->full && !r->gone && !r->sync && r->job_id == x->update->id);
+            assert_false(r->meta);
             break;
         case BQ__LOG__RECORD__KIND_DELETE:
             assert_true(!r->full && r->gone && !r->sync && r->job_id == x->delete_->id);
+            assert_false(r->meta);
             break;
         case BQ__LOG__RECORD__KIND_PAUSE:
         case BQ__LOG__RECORD__KIND_IDS:
             assert_true(!r->full && !r->gone && r->job_id == 0 && r->prev_file == 0);
             assert_true(!r->sync || x->kind_case == BQ__LOG__RECORD__KIND_IDS);
+            /* an id reservation is always the log's own bookkeeping */
+            assert_true(r->meta || x->kind_case == BQ__LOG__RECORD__KIND_PAUSE);
             break;
         default:
             fail_msg("record %zu has no kind", i);
@@ -184,6 +189,20 @@ static blob_t pause_blob(const char *tube, int64_t pause_ns, int64_t unpause_wal
     rec_t r = BQ__LOG__RECORD__INIT;
     r.kind_case = BQ__LOG__RECORD__KIND_PAUSE;
     r.pause = &p;
+    return pack_rec(&r);
+}
+
+/* An id reservation with the fields a single node adds. */
+static blob_t ids_blob_full(uint64_t next, uint64_t used, bool durable, bool clean_stop)
+{
+    Bq__Log__IdReservation ids = BQ__LOG__ID_RESERVATION__INIT;
+    ids.next = next;
+    ids.used = used;
+    ids.durable = durable;
+    ids.clean_stop = clean_stop;
+    rec_t r = BQ__LOG__RECORD__INIT;
+    r.kind_case = BQ__LOG__RECORD__KIND_IDS;
+    r.ids = &ids;
     return pack_rec(&r);
 }
 
@@ -505,6 +524,7 @@ static void record_pause_tube(void **state)
     assert_true(x->pause->pause_ns == H_S(30));
     assert_true(x->pause->unpause_wall == h->now.wall + H_S(30));
     rec_free(x);
+    assert_false(h->log->recs[0].meta); /* a command's record, not bookkeeping */
     /* a zero delay pauses for 1 ns */
     h_cmd(h, a, "pause-tube feed 0\r\n", "PAUSED\r\n");
     x = rec_at(h, 1);
@@ -1253,6 +1273,135 @@ static void apply_times_far_from_now_stay_in_range(void **state)
 
 /* ---- checkpoints and compaction helpers ---- */
 
+/* ---- job ids after a restart (docs/binlog.md) ---- */
+
+/* Record i, which must be an id reservation; free with rec_free(). */
+static rec_t *ids_at(const harness_t *h, size_t i)
+{
+    rec_t *x = rec_at(h, i);
+    assert_int_equal(x->kind_case, BQ__LOG__RECORD__KIND_IDS);
+    assert_true(h->log->recs[i].meta);
+    return x;
+}
+
+static void ids_reservations_say_used_durable_and_clean_stop(void **state)
+{
+    (void)state;
+    harness_t *h = h_new_logged(0);
+    int a = h_open(h);
+    h_put(h, a, 1, 0, 10, "one");
+    rec_t *x = ids_at(h, 0); /* before the first job: nothing used yet */
+    assert_true(x->ids->next == 1 + BQ_ID_BLOCK && x->ids->used == 1);
+    assert_false(x->ids->durable || x->ids->clean_stop);
+    rec_free(x);
+    h_put(h, a, 1, 0, 10, "two");
+    h_cmd(h, a, "delete 2\r\n", "DELETED\r\n");
+    /* an id whose put failed was never shown: not used */
+    h_cmd(h, a, "put 1 0 10 3\r\nabcX\r\n", "EXPECTED_CRLF\r\n");
+    assert_int_equal(h->e->next_id, 4);
+    bq_engine_set_ids_durable(h->e, true);
+    h_log_clear(h->log);
+    bq_engine_log_checkpoint(h->e, h->now);
+    x = ids_at(h, 0);
+    assert_true(x->ids->next == 1 + BQ_ID_BLOCK && x->ids->used == 3 && x->ids->durable);
+    assert_false(x->ids->clean_stop || h->log->recs[0].sync);
+    rec_free(x);
+    bq_engine_log_clean_stop(h->e);
+    x = ids_at(h, 1);
+    assert_true(x->ids->next == 1 + BQ_ID_BLOCK && x->ids->used == 3 && x->ids->clean_stop);
+    assert_false(h->log->recs[1].sync);
+    rec_free(x);
+    check_entries(h);
+    h_done(h);
+}
+
+/* The next id a fresh engine gives after replaying src's log and resuming
+ * with may_continue. */
+static uint64_t next_after(const harness_t *src, bool may_continue)
+{
+    harness_t *r = replay(src, src->now);
+    bq_engine_resume_ids(r->e, may_continue);
+    int c = h_open(r);
+    uint64_t id = h_put(r, c, 1, 0, 10, "next");
+    h_done(r);
+    return id;
+}
+
+static void ids_continue_after_a_clean_stop(void **state)
+{
+    (void)state;
+    harness_t *h = h_new_logged(0);
+    int a = h_open(h);
+    for (int i = 0; i < 3; i++)
+        h_put(h, a, 1, 0, 10, "job");
+    h_cmd(h, a, "delete 3\r\n", "DELETED\r\n");
+    h_cmd(h, a, "put 1 0 10 1\r\nxy\r\n", "EXPECTED_CRLF\r\n"); /* takes id 4 */
+    /* a crash (no marker): past the reservation */
+    assert_int_equal(next_after(h, true), 1 + BQ_ID_BLOCK);
+    bq_engine_log_clean_stop(h->e);
+    /* a clean stop: after the highest logged id, as beanstalkd (4 was never shown) */
+    assert_int_equal(next_after(h, true), 4);
+    /* unless the node may not continue (a cluster, skipped damage) */
+    assert_int_equal(next_after(h, false), 1 + BQ_ID_BLOCK);
+    h_done(h);
+}
+
+static void ids_continue_after_a_crash_of_a_durable_writer(void **state)
+{
+    (void)state;
+    harness_t *h = h_new_logged(0);
+    bq_engine_set_ids_durable(h->e, true);
+    bq_engine_log_checkpoint(h->e, h->now);
+    int a = h_open(h);
+    h_put(h, a, 1, 0, 10, "one");
+    h_put(h, a, 1, 0, 10, "two");
+    assert_int_equal(next_after(h, true), 3);
+    assert_int_equal(next_after(h, false), 1 + BQ_ID_BLOCK);
+    h_done(h);
+}
+
+/* Only the last reservation applied decides, and a jump is never undone:
+ * the ids it skipped count as shown. */
+static void ids_last_reservation_decides_and_jumps_stay(void **state)
+{
+    (void)state;
+    harness_t *h = h_new_logged(0);
+    apply_ok(h, full_blob(1, "q", READY, 5, "one"), 1);
+    apply_ok(h, ids_blob_full(1 + BQ_ID_BLOCK, 2, false, true), 1);
+    assert_true(bq_engine_ids_settled(h->e));
+    /* a later run's opening reservation, not durable, then it crashed */
+    apply_ok(h, ids_blob_full(2, 2, false, false), 2);
+    assert_false(bq_engine_ids_settled(h->e));
+    bq_engine_resume_ids(h->e, true);
+    assert_int_equal(h->e->next_id, 1 + BQ_ID_BLOCK);
+    /* that run now stops cleanly without a put: it must not go back to 2 */
+    h_log_clear(h->log);
+    bq_engine_log_checkpoint(h->e, h->now);
+    bq_engine_log_clean_stop(h->e);
+    harness_t *r = replay(h, h->now);
+    bq_engine_resume_ids(r->e, true);
+    assert_int_equal(r->e->next_id, 1 + BQ_ID_BLOCK);
+    /* a reservation of an older version (no used, no flags) never settles */
+    apply_ok(r, ids_blob(1 + BQ_ID_BLOCK), 3);
+    assert_false(bq_engine_ids_settled(r->e));
+    h_done(r);
+    h_done(h);
+}
+
+/* Ids an import declares used (beanstalkd showed them) stay used. */
+static void ids_declared_used_stay_used(void **state)
+{
+    (void)state;
+    harness_t *h = h_new_logged(0);
+    apply_ok(h, full_blob(3, "q", READY, 5, "three"), 1);
+    apply_ok(h, ids_blob_full(10, 10, false, true), 1);
+    bq_engine_resume_ids(h->e, true);
+    int a = h_open(h);
+    assert_int_equal(h_put(h, a, 1, 0, 10, "next"), 10);
+    apply_bad(h, ids_blob_full(5, (uint64_t)INT64_MAX + 1, false, false));
+    h_done(h);
+}
+
 static void checkpoint_logs_ids_and_every_paused_tube(void **state)
 {
     (void)state;
@@ -1284,6 +1433,7 @@ static void checkpoint_logs_ids_and_every_paused_tube(void **state)
             assert_true(x->ids->next == h->e->id_limit && x->ids->next == 1 + BQ_ID_BLOCK);
         } else {
             assert_int_equal(x->kind_case, BQ__LOG__RECORD__KIND_PAUSE);
+            assert_true(h->log->recs[i].meta); /* restated, not a command's */
             int k = strcmp(x->pause->tube, "p1") == 0 ? 0 : 1;
             assert_false(seen[k]);
             seen[k] = true;
@@ -1657,6 +1807,11 @@ int main(void)
         cmocka_unit_test(apply_full_record_with_empty_body),
         cmocka_unit_test(apply_huge_ids_never_lead_to_a_reused_id),
         cmocka_unit_test(apply_times_far_from_now_stay_in_range),
+        cmocka_unit_test(ids_reservations_say_used_durable_and_clean_stop),
+        cmocka_unit_test(ids_continue_after_a_clean_stop),
+        cmocka_unit_test(ids_continue_after_a_crash_of_a_durable_writer),
+        cmocka_unit_test(ids_last_reservation_decides_and_jumps_stay),
+        cmocka_unit_test(ids_declared_used_stay_used),
         cmocka_unit_test(checkpoint_logs_ids_and_every_paused_tube),
         cmocka_unit_test(relog_job_logs_full_record_with_prev_file),
         cmocka_unit_test(file_jobs_finds_the_jobs_of_a_segment),
