@@ -298,6 +298,7 @@ int bq_server_start_binlog(bq_server_t *s, const bq_flags_t *f)
         .min_epoch = s->min_epoch,
         .node_id = f->node_id,
         .cluster_id = f->cluster_id,
+        .standalone = f->role == BQ_ROLE_SINGLE,
     };
     /* A standby's acks say "durable": it syncs what it receives at once. */
     if (cfg.follower && cfg.sync == BQ_BINLOG_SYNC_TIMED)

@@ -56,6 +56,8 @@
 #define ROTATE_RETRY_MS 1000
 /* A batch buffer larger than this is freed after its turn. */
 #define BATCH_KEEP ((size_t)1 << 20)
+/* Room for the clean-stop marker's payload (an id reservation). */
+#define CLEAN_STOP_MAX 64
 
 static void start_sync(bq_binlog_t *b);
 static void on_synced(void *arg, int res, int64_t ns);
@@ -307,6 +309,19 @@ static int open_segment(bq_binlog_t *b, uint64_t seq, bq_now_t now)
     return 0;
 }
 
+/* Sets where job ids go on after replay (docs/binlog.md, "Job ids after a
+ * restart"), and what the new segment's reservations will say of them. */
+static void resume_ids(bq_binlog_t *b, bq_engine_t *e, const bq_replay_result_t *res)
+{
+    bool may = bq_binlog_ids_may_continue(b->cfg.standalone, res->last_epoch, res->skipped);
+    bq_engine_resume_ids(e, may);
+    /* A new epoch after another: ids its primary may have handed out from a
+     * block this log never got are skipped. */
+    if (b->cfg.new_epoch && res->last_epoch > 0)
+        bq_engine_skip_id_block(e);
+    bq_engine_set_ids_durable(e, bq_binlog_ids_durable(b));
+}
+
 int bq_binlog_start(bq_binlog_t *b, bq_engine_t *e, bq_now_t now)
 {
     bq_replay_result_t res;
@@ -340,10 +355,7 @@ int bq_binlog_start(bq_binlog_t *b, bq_engine_t *e, bq_now_t now)
                (unsigned long long)b->epoch);
         return 0;
     }
-    /* A new epoch after another: ids its primary may have handed out from a
-     * block this log never got are skipped. */
-    if (b->cfg.new_epoch && res.last_epoch > 0)
-        bq_engine_skip_id_block(e);
+    resume_ids(b, e, &res);
     /* Past every number replay saw, even one it moved aside. */
     uint64_t seq =
         (b->nsegs > 0 && bq__binlog_current(b)->seq > res.last_seq ? bq__binlog_current(b)->seq : res.last_seq) + 1;
@@ -578,7 +590,7 @@ static void on_synced(void *arg, int res, int64_t ns)
     if (b->sync_fd != b->fd)
         close(b->sync_fd); /* retired by a rotation while this ran */
     if (res < 0) {
-        b->sync_failed = true;
+        b->sync_failed = b->sync_ever_failed = true;
         bq_log(BQ_LOG_ERROR, "binlog fsync failed; retrying", "dir=\"%s\" err=\"%s\"", b->cfg.dir,
                uv_strerror(res));
         schedule_retry(b);
@@ -671,7 +683,7 @@ int bq__binlog_sync_before_rotation(bq_binlog_t *b)
     int res = bq_fdatasync_timed(b->fd, &ns);
     bq_histogram_observe(&b->fsync_hist, ns);
     if (res != 0) {
-        b->sync_failed = true;
+        b->sync_failed = b->sync_ever_failed = true;
         bq_log(BQ_LOG_ERROR, "binlog fsync failed; retrying", "dir=\"%s\" err=\"%s\"", b->cfg.dir,
                strerror(-res));
         schedule_retry(b);
@@ -831,6 +843,11 @@ void bq_binlog_fill_info(const bq_binlog_t *b, bq_server_info_t *info)
     info->binlog_records_migrated = b->migrated_ct;
 }
 
+bool bq_binlog_ids_durable(const bq_binlog_t *b)
+{
+    return b->cfg.standalone && !b->cfg.follower && b->cfg.sync == BQ_BINLOG_SYNC_ALWAYS;
+}
+
 static void close_timer(uv_timer_t *t)
 {
     if (!uv_is_closing((uv_handle_t *)t))
@@ -847,6 +864,22 @@ void bq_binlog_stop(bq_binlog_t *b)
     close_timer(&b->retry_timer);
 }
 
+/* A single node's clean stop, once every record before it is written and
+ * fsynced (no fsync ever failed, which could have dropped written pages):
+ * logs the clean-stop marker into the batch. */
+static void mark_clean_stop(bq_binlog_t *b)
+{
+    if (!b->cfg.standalone || b->cfg.follower || b->epoch != 0 || !b->engine ||
+        b->sync_ever_failed || bq__binlog_ensure_batch(b, BQ_FRAME_HEADER + CLEAN_STOP_MAX) != 0)
+        return;
+    if (fdatasync(b->fd) != 0) {
+        bq_log(BQ_LOG_ERROR, "cannot sync the binlog segment at shutdown", "err=\"%s\"",
+               strerror(errno));
+        return;
+    }
+    bq_engine_log_clean_stop(b->engine);
+}
+
 void bq_binlog_free(bq_binlog_t *b)
 {
     if (!b)
@@ -854,6 +887,10 @@ void bq_binlog_free(bq_binlog_t *b)
     bq_fsync_thread_join(&b->syncer);
     if (b->fd >= 0) {
         int r = write_batch(b);
+        if (r == 0)
+            mark_clean_stop(b);
+        if (r == 0)
+            r = write_batch(b);
         if (r != 0)
             bq_log(BQ_LOG_ERROR, "binlog records lost at shutdown", "bytes=%zu err=\"%s\"",
                    b->batch_len, strerror(-r));

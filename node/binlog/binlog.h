@@ -27,6 +27,9 @@ typedef struct bq_binlog_config {
     uint64_t min_epoch;    /* with new_epoch: at least this one (an epoch won or seen) */
     const char *node_id;    /* stamped in segment headers (borrowed); NULL = "" */
     const char *cluster_id; /* likewise */
+    bool standalone;       /* a single node (no cluster): a clean stop is marked in the
+                              log, and ids may go on after the highest logged one
+                              (docs/binlog.md, "Job ids after a restart") */
 } bq_binlog_config_t;
 
 /* A segment on disk, for replication's sender. */
@@ -89,6 +92,11 @@ bool bq_binlog_failing(const bq_binlog_t *b);
 
 /* Adds the binlog figures to a `stats` reply. */
 void bq_binlog_fill_info(const bq_binlog_t *b, bq_server_info_t *info);
+
+/* True when no reply may show a job id before the job's full record is
+ * durable: a single node under -f 0. Every reply then waits for every
+ * record logged before it to be fsynced. */
+bool bq_binlog_ids_durable(const bq_binlog_t *b);
 
 /* Calls written(arg) after new frames reached the current segment's file
  * (replication's senders read them from there). */

@@ -316,7 +316,8 @@ static int apply_job(bq_engine_t *e, const bq_v7_job_t *j, bq_now_t now, uint8_t
     return 0;
 }
 
-/* Makes ids up to r's largest stay used, in e and in the log. */
+/* Makes ids up to r's largest stay used (beanstalkd showed them), in e and
+ * in the log. */
 static int reserve_ids(const bq_v7_reader_t *r, bq_engine_t *e, bq_now_t now, uint8_t **buf,
                        size_t *cap)
 {
@@ -324,7 +325,7 @@ static int reserve_ids(const bq_v7_reader_t *r, bq_engine_t *e, bq_now_t now, ui
         return 0;
     Bq__Log__IdReservation ids = BQ__LOG__ID_RESERVATION__INIT;
     Bq__Log__Record rec = BQ__LOG__RECORD__INIT;
-    ids.next = bq_v7_max_id(r) + 1;
+    ids.next = ids.used = bq_v7_max_id(r) + 1;
     rec.kind_case = BQ__LOG__RECORD__KIND_IDS;
     rec.ids = &ids;
     size_t n = pack(&rec, buf, cap);
@@ -448,6 +449,7 @@ int bq_import_beanstalkd(const char *src_dir, const bq_binlog_config_t *cfg,
     }
     bq_binlog_config_t c = *cfg;
     c.sync = BQ_BINLOG_SYNC_ALWAYS;
+    c.standalone = true; /* one process, no cluster: its stop is clean */
     rc = import_into(r, &c, opt, &loop);
     uv_loop_close(&loop);
     if (rc == 0)

@@ -78,6 +78,11 @@ uint64_t bq_binlog_lsns_release(const bq_binlog_lsns_t *l, bq_binlog_sync_t mode
     return r;
 }
 
+bool bq_binlog_ids_may_continue(bool standalone, uint64_t last_epoch, uint64_t skipped)
+{
+    return standalone && last_epoch == 0 && skipped == 0;
+}
+
 bq_binlog_compact_t bq_binlog_compact_decide(size_t nsegs, uint64_t total, uint64_t live,
                                              uint64_t seg_size, uint64_t oldest_jobs)
 {

@@ -88,6 +88,12 @@ bool bq_binlog_lsns_sync_urgent(const bq_binlog_lsns_t *l);
  * otherwise, and never past an unsynced sync-required entry. */
 uint64_t bq_binlog_lsns_release(const bq_binlog_lsns_t *l, bq_binlog_sync_t mode);
 
+/* Whether job ids may go on after the highest logged id rather than after
+ * the highest reserved one, once the log's last id reservation allows it
+ * (bq_engine_resume_ids): only on a single node (standalone), on a log no
+ * cluster wrote (last_epoch 0) and when replay skipped no damage. */
+bool bq_binlog_ids_may_continue(bool standalone, uint64_t last_epoch, uint64_t skipped);
+
 /* What compaction does next with the oldest segment. */
 typedef enum bq_binlog_compact {
     BQ_BINLOG_COMPACT_NONE,    /* nothing to do */

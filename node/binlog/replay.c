@@ -340,6 +340,7 @@ static int skip_damage(replay_t *r, seg_t *s, size_t off, size_t next, const cha
     s->clean = false;
     r->resync = true;
     r->res->damaged++;
+    r->res->skipped++;
     return 0;
 }
 
@@ -411,6 +412,7 @@ static int lsn_gap(replay_t *r, const seg_t *s, size_t off, uint64_t lsn)
            " found_lsn=%" PRIu64 " missing=%" PRIu64,
            s->path, off, r->last + 1, lsn, missing);
     r->res->damaged++;
+    r->res->skipped++;
     return 0;
 }
 

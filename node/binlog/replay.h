@@ -35,6 +35,8 @@ typedef struct bq_replay_result {
     uint64_t records;    /* frames applied */
     uint64_t damaged;    /* damaged regions found and dealt with (copied aside,
                             truncated, moved aside, or LSN gaps skipped) */
+    uint64_t skipped;    /* of those, the ones replay went on past (skip_corrupt):
+                            records before the end of the log may be missing */
 } bq_replay_result_t;
 
 /* Replays every segment of dir into e at now. 0, or -1 after logging why

@@ -20,7 +20,10 @@
  * engine logs a change within the command that makes it). Replies thus
  * leave in order and never before their records are as durable as -f
  * promises; a connection with held-back output waits on the gated list
- * until the owner pushes a higher release LSN (bq_clients_release). */
+ * until the owner pushes a higher release LSN (bq_clients_release). On a
+ * single node under -f 0 every reply is tagged, whatever command sent it:
+ * no reply shows a job (its id) before the job's record is durable
+ * (docs/binlog.md, "Job ids after a restart"). */
 #include "node/client/conn.h"
 
 #include <netinet/in.h>
@@ -299,10 +302,13 @@ void bq_conn_send(void *conn, const char *data, size_t len)
     if (bq_log_enabled(BQ_LOG_TRACE))
         bq_trace_reply(&c->trace, c->fd, data, len);
     /* A reply sent while commands logged records (its own or, for a woken
-     * reserve, another connection's put) waits until they are released. */
+     * reserve, another connection's put) waits until they are released.
+     * When ids must be durable before any reply shows them (a single node
+     * under -f 0), every reply waits for every record logged before it. */
     if (c->cl->binlog) {
         uint64_t lsn = bq_binlog_last_lsn(c->cl->binlog);
-        if (lsn > feed_lsn && lsn > c->tagged_lsn) {
+        bool after = lsn > feed_lsn || bq_binlog_ids_durable(c->cl->binlog);
+        if (after && lsn > c->tagged_lsn) {
             bq_outq_tag(&c->out, c->out.appended, lsn);
             c->tagged_lsn = lsn;
         }

@@ -460,6 +460,52 @@ static void stats_report_the_binlog(void **state)
     assert_int_equal(stat_of(t->fd, "binlog-max-size"), 10485760);
 }
 
+/* ---- job ids after a restart (docs/binlog.md) ---- */
+
+/* After a clean stop the next id is one past the highest logged, as in
+ * beanstalkd: deleted and never-shown ids included. */
+static void ids_continue_after_sigterm(void **state)
+{
+    bl_t *t = *state;
+    bl_start(t, NULL);
+    assert_int_equal(put(t->fd, "0 0 100", "a"), 1);
+    assert_int_equal(put(t->fd, "0 0 100", "b"), 2);
+    cmd(t->fd, "delete 2\r\n", "DELETED\r\n");
+    cmd(t->fd, "put 0 0 100 1\r\nxy\r\n", "EXPECTED_CRLF\r\n"); /* id 3, never shown */
+    bl_stop(t);
+    bl_start(t, (const char *[]){"-F", NULL});
+    assert_int_equal(put(t->fd, "0 0 100", "c"), 3);
+    bl_stop(t);
+    bl_start(t, NULL);
+    assert_int_equal(put(t->fd, "0 0 100", "d"), 4);
+}
+
+/* kill -9: under -f 0 nothing shown can be lost, so ids go on; under
+ * -f MS and -F a power loss could have lost a shown id, so they jump past
+ * the reserved block, and the jump stays after a later clean stop. */
+static void ids_after_kill_depend_on_f(void **state)
+{
+    bl_t *t = *state;
+    bl_start(t, (const char *[]){"-f", "0", NULL});
+    assert_int_equal(put(t->fd, "0 0 100", "a"), 1);
+    assert_int_equal(put(t->fd, "0 0 100", "b"), 2);
+    bl_kill(t);
+    close(t->fd);
+    bl_start(t, NULL); /* -f 50 now: the log's last writer decides */
+    assert_int_equal(put(t->fd, "0 0 100", "c"), 3);
+    bl_kill(t);
+    close(t->fd);
+    bl_start(t, (const char *[]){"-F", NULL});
+    assert_int_equal(put(t->fd, "0 0 100", "d"), 100003);
+    bl_kill(t);
+    close(t->fd);
+    bl_start(t, (const char *[]){"-f", "0", NULL});
+    assert_int_equal(put(t->fd, "0 0 100", "e"), 200003);
+    bl_stop(t);
+    bl_start(t, NULL);
+    assert_int_equal(put(t->fd, "0 0 100", "f"), 200004);
+}
+
 static void stats_without_binlog_are_zero(void **state)
 {
     bl_t *t = *state;
@@ -618,6 +664,8 @@ int main(void)
         BL_TEST(power_loss_keeps_acked_puts_under_f0),
         BL_TEST(stats_report_the_binlog),
         BL_TEST(stats_without_binlog_are_zero),
+        BL_TEST(ids_continue_after_sigterm),
+        BL_TEST(ids_after_kill_depend_on_f),
         BL_TEST(locked_dir_exits_10),
         BL_TEST(beanstalkd_files_are_refused),
         BL_TEST(disk_full_refuses_puts_keeps_deletes),

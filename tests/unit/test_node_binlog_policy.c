@@ -173,6 +173,15 @@ static void compact_migrates_only_when_the_log_is_too_large(void **state)
     assert_int_equal(bq_binlog_compact_decide(3, 8194, 10, 4096, 1), BQ_BINLOG_COMPACT_MIGRATE);
 }
 
+static void ids_continue_only_on_a_single_node_log_without_skips(void **state)
+{
+    (void)state;
+    assert_true(bq_binlog_ids_may_continue(true, 0, 0));
+    assert_false(bq_binlog_ids_may_continue(false, 0, 0)); /* a cluster node */
+    assert_false(bq_binlog_ids_may_continue(true, 3, 0));  /* a cluster wrote the log */
+    assert_false(bq_binlog_ids_may_continue(true, 0, 1));  /* records may be missing */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -189,6 +198,7 @@ int main(void)
         cmocka_unit_test(synced_never_goes_back),
         cmocka_unit_test(compact_unlinks_an_unused_oldest_segment),
         cmocka_unit_test(compact_migrates_only_when_the_log_is_too_large),
+        cmocka_unit_test(ids_continue_only_on_a_single_node_log_without_skips),
     };
     return cmocka_run_group_tests_name("binlog_policy", tests, NULL, NULL);
 }

@@ -503,6 +503,44 @@ static void replay_every_record_kind(void **state)
     remove_dir(dir);
 }
 
+/* The next id after replaying dir and resuming with may_continue. */
+static uint64_t next_id_after(const char *dir, const harness_t *h, bool may_continue,
+                              bq_replay_result_t *res)
+{
+    harness_t *r = replay(dir, h, false, 0, res);
+    bq_engine_resume_ids(r->e, may_continue);
+    int c = h_open(r);
+    uint64_t id = h_put(r, c, 1, 0, 1, "next");
+    h_done(r);
+    return id;
+}
+
+/* A log that ends with the clean-stop marker lets ids go on after the
+ * highest logged one; the same log with the marker torn off does not. */
+static void replay_clean_stop_marker_lets_ids_continue(void **state)
+{
+    (void)state;
+    char *dir = make_dir();
+    harness_t *h = with_puts(3);
+    bq_engine_log_clean_stop(h->e);
+    layout_t lay;
+    write_log(dir, h, &lay);
+    bq_replay_result_t res;
+    assert_int_equal(next_id_after(dir, h, true, &res), 4);
+    assert_int_equal(res.skipped, 0);
+    assert_int_equal(next_id_after(dir, h, false, &res), 1 + BQ_ID_BLOCK);
+    /* the marker's frame cut short: a torn tail, cut off; nothing skipped */
+    image_t im = read_image(seg_path(dir, 1));
+    size_t x = lay.off[lay.n - 1];
+    write_image(seg_path(dir, 1), im.data, x + lay.len[lay.n - 1] - 1, 0);
+    assert_int_equal(next_id_after(dir, h, true, &res), 1 + BQ_ID_BLOCK);
+    assert_int_equal(res.damaged, 1);
+    assert_int_equal(res.skipped, 0);
+    free(im.data);
+    h_done(h);
+    remove_dir(dir);
+}
+
 static void replay_reserved_job_comes_back_ready(void **state)
 {
     (void)state;
@@ -640,6 +678,7 @@ static void replay_lsn_gap_stops_unless_skipped(void **state)
     same_state(h, r); /* nothing was lost: only the numbering jumped */
     assert_int_equal(res.records, h->log->n);
     assert_int_equal(res.damaged, 1);
+    assert_int_equal(res.skipped, 1); /* ids may not go on after the highest logged */
     assert_int_equal(res.last_lsn, h->log->n + 1);
     h_done(r);
     free(before.data);
@@ -668,6 +707,7 @@ static void replay_missing_segment_stops_unless_skipped(void **state)
     r = replay(dir, h, true, 0, &res);
     assert_int_equal(res.records, h->log->n - 2);
     assert_int_equal(res.damaged, 1);
+    assert_int_equal(res.skipped, 1);
     assert_non_null(h_job(r, 1));
     assert_null(h_job(r, 3)); /* its segment is gone */
     assert_non_null(h_job(r, 5));
@@ -998,6 +1038,7 @@ static void replay_bit_flips_in_middle_frame(void **state)
         same_state(want, r);
         assert_int_equal(res.records, h->log->n - 1);
         assert_int_equal(res.damaged, 1);
+        assert_int_equal(res.skipped, 1);
         assert_int_equal(res.last_lsn, h->log->n);
         char name[64];
         snprintf(name, sizeof name, "bqlog.1.corrupt-%zu", x);
@@ -1386,6 +1427,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(replay_every_record_kind),
+        cmocka_unit_test(replay_clean_stop_marker_lets_ids_continue),
         cmocka_unit_test(replay_reserved_job_comes_back_ready),
         cmocka_unit_test(replay_several_segments),
         cmocka_unit_test(replay_empty_directory_and_later_first_lsn),
