@@ -471,6 +471,8 @@ uint32_t bq_binlog_log(void *arg, const bq_log_entry_t *en)
     if (!b->in_checkpoint)
         b->fresh = false;
     b->written_ct++;
+    if (!en->meta)
+        b->counted_ct++;
     return (uint32_t)cur->seq;
 }
 
@@ -835,11 +837,25 @@ bool bq_binlog_turn(bq_binlog_t *b, bq_now_t now)
     return more;
 }
 
+/* The oldest segment a live job still needs (or the current one): older
+ * ones are removed at the end of the loop turn, once what replaced them is
+ * durable, while beanstalkd removes a file the moment its last job goes. A
+ * standby counts jobs per segment only now and then: its oldest on disk. */
+static uint64_t oldest_needed(const bq_binlog_t *b)
+{
+    size_t i = 0;
+    while (!b->cfg.follower && i + 1 < b->nsegs && b->segs[i].jobs == 0)
+        i++;
+    return b->nsegs ? b->segs[i].seq : 0;
+}
+
 void bq_binlog_fill_info(const bq_binlog_t *b, bq_server_info_t *info)
 {
-    info->binlog_oldest_index = b->nsegs ? b->segs[0].seq : 0;
+    info->binlog_oldest_index = oldest_needed(b);
     info->binlog_current_index = b->nsegs ? b->segs[b->nsegs - 1].seq : 0;
-    info->binlog_records_written = b->written_ct;
+    /* As beanstalkd counts: the records of commands and compaction, not the
+     * log's own bookkeeping (a standby counts what it receives). */
+    info->binlog_records_written = b->cfg.follower ? b->written_ct : b->counted_ct;
     info->binlog_records_migrated = b->migrated_ct;
 }
 

@@ -63,6 +63,7 @@ struct bq_binlog {
     size_t mig_cursor;
     bool mig_hit;
     uint64_t written_ct, migrated_ct;
+    uint64_t counted_ct; /* records of commands and compaction (stats) */
     bool sync_ever_failed; /* an fsync failed in this run: no clean-stop marker */
     uint64_t bytes_out; /* bytes of frames written since start */
     void (*released)(void *arg);
