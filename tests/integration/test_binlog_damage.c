@@ -1,5 +1,7 @@
 /* Damaged binlogs end to end, with the real binary: a segment written by
- * our server (five puts, then SIGTERM) is damaged on disk in the ways a
+ * our server (five puts, then SIGTERM, without the clean-stop marker that
+ * ends it, so that its last frame is the fifth put) is damaged on disk in
+ * the ways a
  * crash or a bad disk damages it, and the restarted process must say what
  * it found and where. A damaged last frame is a torn tail: the server
  * starts, logs the segment and the offset, keeps every earlier job and
@@ -189,12 +191,16 @@ static int teardown(void **state)
     return 0;
 }
 
-/* Five jobs in bqlog.1, read into t->img. */
+/* Five jobs in bqlog.1, read into t->img, its last frame the fifth put:
+ * the clean-stop marker after it (docs/binlog.md) is cut off. */
 static void pristine(dmg_t *t)
 {
     write_jobs(t, 0, JOBS);
     t->img = read_file(t->seg, &t->img_len);
     find_frames(t);
+    assert_int_equal(t->job_frame[JOBS - 1], t->nframes - 2);
+    t->img_len = t->frame[--t->nframes];
+    write_file(t->seg, t->img, t->img_len);
     /* A truncated header must keep a non-zero byte, or it reads as a clean end. */
     assert_int_not_equal(t->img[t->frame[t->nframes - 1]], 0);
 }
