@@ -39,6 +39,7 @@ typedef enum bqc_op {
     BQC_SHUTDOWN, /* half-close: shutdown(SHUT_WR) */
     BQC_CLOSE,    /* close the socket */
     BQC_SIGNAL,   /* send a signal to the server process */
+    BQC_RESTART,  /* close every connection, stop the server (sig), start it again */
 } bqc_op_t;
 
 typedef struct bqc_step {
@@ -50,7 +51,7 @@ typedef struct bqc_step {
     size_t len;
     int count;     /* recv: number of replies */
     int ms;        /* recv/eof deadline, silent duration */
-    int sig;       /* signal number */
+    int sig;       /* signal number (signal; restart: how the server is stopped) */
     bool timeout_ok;                  /* recv may time out on both sides alike */
     const bqc_deviation_t *deviation; /* expect-ours reason; NULL if none */
 } bqc_step_t;

@@ -6,7 +6,7 @@
  *
  * How each entry is applied:
  *   yaml-quoting  automatically, by compare.c, for the keys in quoted_keys[];
- *   rwt-strict, crlf-224, stray-cr
+ *   rwt-strict, crlf-224, stray-cr, id-block, id-reuse
  *                 per reply, by `recv ... expect-ours <id> "literal"` in a case
  *                 file: ours is compared with the literal, the reference's
  *                 reply is shown but not compared. */
@@ -34,6 +34,16 @@ const bqc_deviation_t bqc_deviations[] = {
      * discarded with one BAD_FORMAT. Ours ends a line at the first CRLF
      * (docs/protocol-compatibility.md, "Stray CR inside a line"). */
     {"stray-cr", "1.1", "a stray CR inside a line does not hide the CRLF that follows it"},
+    /* §2.8 and §2.10 item 10: beanstalkd's next id after a restart is one
+     * past the highest id in its log, so an id a client saw is handed out
+     * again when its record was lost. Ours goes on there only after a clean
+     * stop or under -f 0; after a crash under -f MS or -F it skips past the
+     * id block it had reserved (docs/binlog.md, "Job ids after a restart"). */
+    {"id-block", "2.8", "after a crash under -f MS or -F the next id skips the reserved block"},
+    /* §2.8 ("ids of jobs whose full records were lost or GC'd are reused"):
+     * once a deleted job's file is collected beanstalkd forgets its id. Ours
+     * keeps the highest id used in every segment and never reuses one. */
+    {"id-reuse", "2.8", "ids of deleted jobs are not handed out again after a restart"},
     {NULL, NULL, NULL},
 };
 

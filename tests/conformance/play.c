@@ -33,6 +33,7 @@ typedef struct conn {
 
 typedef struct player {
     const bqc_case_t *c;
+    const char *binary;
     bqt_server_t server;
     conn_t conns[BQC_MAX_CONNS];
     bqc_transcript_t *t;
@@ -242,6 +243,18 @@ static void close_conn(conn_t *k)
     k->len = 0;
 }
 
+/* Closes every connection, stops the server with st->sig and starts it
+ * again on the same directory. */
+static int do_restart(player_t *pl, const bqc_step_t *st)
+{
+    for (int i = 0; i < BQC_MAX_CONNS; i++)
+        close_conn(&pl->conns[i]);
+    if (bqt_server_restart(&pl->server, pl->binary, (const char *const *)pl->c->server_args,
+                           st->sig) != 0)
+        return fail_play(pl, st, "%s did not restart (see the log above)", pl->binary);
+    return 0;
+}
+
 static int do_step(player_t *pl, const bqc_step_t *st)
 {
     conn_t *k = &pl->conns[st->conn];
@@ -250,6 +263,8 @@ static int do_step(player_t *pl, const bqc_step_t *st)
         bqt_server_signal(&pl->server, st->sig);
         return 0;
     }
+    if (st->op == BQC_RESTART)
+        return do_restart(pl, st);
     if (st->op == BQC_CONN) {
         close_conn(k);
         k->fd = bqt_connect(pl->server.port);
@@ -279,7 +294,7 @@ static int do_step(player_t *pl, const bqc_step_t *st)
 
 void bqc_play(const bqc_case_t *c, const char *binary, bqc_transcript_t *t)
 {
-    player_t pl = {.c = c, .t = t};
+    player_t pl = {.c = c, .binary = binary, .t = t};
     long long t0 = bqt_now_ms();
     memset(t, 0, sizeof *t);
     for (int i = 0; i < BQC_MAX_CONNS; i++)

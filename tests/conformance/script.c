@@ -261,6 +261,11 @@ static int parse_step(parser_t *p, words_t *w, bqc_step_t *st)
         st->op = BQC_SIGNAL;
         return need(p, w, 2, "signal NAME") ? -1 : parse_signal(p, w->w[1], &st->sig);
     }
+    if (strcmp(d, "restart") == 0) {
+        st->op = BQC_RESTART;
+        st->sig = w->n == 2 && strcmp(w->w[1], "kill") == 0 ? SIGKILL : SIGTERM;
+        return w->n == 1 || st->sig == SIGKILL ? 0 : perr(p, "usage: restart [kill]");
+    }
     if (w->n < 2 || w->quoted[1])
         return perr(p, "'%s' needs a connection name", d);
     st->conn = conn_index(p, w->w[1], strcmp(d, "conn") == 0);

@@ -407,13 +407,12 @@ static int make_dir(bqt_server_t *s)
     return 0;
 }
 
-static int start_common(bqt_server_t *s, const char *binary, const char *const *extra,
-                        bool use_unix)
+/* Spawns binary in s's directory (TCP on a free port, or unix) and waits
+ * until it listens. 0, or -1 with its log on stderr (the server stopped). */
+static int launch(bqt_server_t *s, const char *binary, const char *const *extra, bool use_unix)
 {
     long long deadline = bqt_now_ms() + START_DEADLINE_MS;
     char port[16], listen[320];
-    if (make_dir(s) != 0)
-        return -1;
     for (int attempt = 0; attempt < BIND_RETRIES; attempt++) {
         const char *tcp[] = {"-l", "127.0.0.1", "-p", port, NULL};
         const char *unx[] = {"-l", listen, NULL};
@@ -443,9 +442,31 @@ static int start_common(bqt_server_t *s, const char *binary, const char *const *
     return -1;
 }
 
+static int start_common(bqt_server_t *s, const char *binary, const char *const *extra,
+                        bool use_unix)
+{
+    return make_dir(s) == 0 ? launch(s, binary, extra, use_unix) : -1;
+}
+
 int bqt_server_start(bqt_server_t *s, const char *binary, const char *const *extra_args)
 {
     return start_common(s, binary, extra_args, false);
+}
+
+int bqt_server_restart(bqt_server_t *s, const char *binary, const char *const *extra_args,
+                       int sig)
+{
+    if (s->pid > 0) {
+        kill(s->pid, sig);
+        if (bqt_server_wait(s, STOP_DEADLINE_MS) == -1) {
+            fprintf(stderr, "bqtest: %s did not exit after signal %d\n", binary, sig);
+            kill(-s->pid, SIGKILL);
+            kill(s->pid, SIGKILL);
+            bqt_server_wait(s, STOP_DEADLINE_MS);
+            return -1;
+        }
+    }
+    return s->dir[0] ? launch(s, binary, extra_args, s->unix_path[0] != '\0') : -1;
 }
 
 int bqt_server_start_unix(bqt_server_t *s, const char *binary, const char *const *extra_args)

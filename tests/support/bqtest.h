@@ -42,6 +42,13 @@ int bqt_server_start(bqt_server_t *s, const char *binary, const char *const *ext
 /* Same, listening on unix:<dir>/sock instead of TCP. */
 int bqt_server_start_unix(bqt_server_t *s, const char *binary, const char *const *extra_args);
 
+/* Sends sig (SIGTERM: a clean stop; SIGKILL: a crash) to the running server,
+ * waits for it to exit, and starts binary again in the same directory (the
+ * same "{dir}"), on a new port, waiting until it accepts connections. 0, or
+ * -1 with a message on stderr (the server is then stopped). */
+int bqt_server_restart(bqt_server_t *s, const char *binary, const char *const *extra_args,
+                       int sig);
+
 /* Sends sig to the server (e.g. SIGUSR1, SIGSTOP, SIGKILL) without waiting. */
 void bqt_server_signal(bqt_server_t *s, int sig);
 
