@@ -412,6 +412,28 @@ static void bl_start_crashfs(bl_t *t, const char *const *extra)
     unsetenv("CRASHFS_STATE");
 }
 
+/* Under -f 0 no reply shows a job before its put is durable, whichever
+ * connection asks: a reserve from another connection while the put's fsync
+ * runs (300 ms on crashfs's slow disk) waits for it, as the put's INSERTED
+ * does. Otherwise a power loss could lose a job whose id a worker holds,
+ * and the next start, going on after the highest id in the log, would hand
+ * that id out again. */
+static void f0_reply_shows_no_job_before_it_is_durable(void **state)
+{
+    bl_t *t = *state;
+    setenv("CRASHFS_SYNC_DELAY_US", "300000", 1);
+    bl_start_crashfs(t, (const char *[]){"-f", "0", NULL});
+    unsetenv("CRASHFS_SYNC_DELAY_US");
+    int b = bqt_client(&t->srv);
+    bqt_sends(t->fd, "put 0 0 100 1\r\na\r\n");
+    bqt_expect_silence(t->fd, 100); /* the put's fsync is running */
+    bqt_sends(b, "reserve\r\n");
+    bqt_expect_silence(b, 50);
+    bqt_expect(t->fd, "INSERTED 1\r\n");
+    bqt_expect(b, "RESERVED 1 1\r\na\r\n");
+    close(b);
+}
+
 /* Runs crashfs-powerloss on t->dir (dry: only reports, else rewrites the
  * directory to what a power loss leaves, with a torn write chosen by a
  * fixed seed): the dropped_bytes= of its report, or -1. */
@@ -680,6 +702,7 @@ int main(void)
         BL_TEST(stats_without_binlog_are_zero),
         BL_TEST(ids_continue_after_sigterm),
         BL_TEST(ids_after_kill_depend_on_f),
+        BL_TEST(f0_reply_shows_no_job_before_it_is_durable),
         BL_TEST(locked_dir_exits_10),
         BL_TEST(beanstalkd_files_are_refused),
         BL_TEST(disk_full_refuses_puts_keeps_deletes),
