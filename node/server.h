@@ -39,11 +39,11 @@ typedef struct bq_server {
     bq_clients_t clients; /* the client connections (node/client/conn.h) */
     bool stopping;
     bq_sysinfo_t info;
-    bq_binlog_t *binlog; /* NULL without -b */
-    bq_cluster_t *cluster; /* NULL unless --role */
-    bool drain_signal;     /* SIGUSR1 turned drain mode on */
-    uint64_t min_epoch;    /* cluster primary: the epoch it opens is at least this */
-    bq_admin_t *admin;     /* the admin API, NULL without --admin-listen */
+    bq_binlog_t *binlog;        /* NULL without -b */
+    bq_cluster_t *cluster;      /* NULL unless --role */
+    bool drain_signal;          /* SIGUSR1 turned drain mode on */
+    uint64_t min_epoch;         /* cluster primary: the epoch it opens is at least this */
+    bq_admin_t *admin;          /* the admin API, NULL without --admin-listen */
     bq_admin_node_t admin_node; /* what the admin API's routes borrow */
 } bq_server_t;
 

@@ -37,8 +37,7 @@ static void pause_tube(bq_engine_t *e, bq_tube_t *t, int64_t pause_ns, int64_t u
 }
 
 /* Finds the pending pause of name[0..len), dropping those that ended. */
-static bq_pending_pause_t *pending_pause(bq_engine_t *e, const char *name, size_t len,
-                                         bq_now_t now)
+static bq_pending_pause_t *pending_pause(bq_engine_t *e, const char *name, size_t len, bq_now_t now)
 {
     bq_pending_pause_t *found = NULL;
     for (size_t i = 0; i < e->npending_pauses;) {
@@ -84,8 +83,7 @@ static int reserve_for(bq_tube_t *t, const Bq__Log__JobStatus *st)
 
 /* Sets j's status fields from st and links j into that state. Room was
  * reserved. */
-static void link_status(bq_engine_t *e, bq_job_t *j, const Bq__Log__JobStatus *st,
-                        bq_now_t now)
+static void link_status(bq_engine_t *e, bq_job_t *j, const Bq__Log__JobStatus *st, bq_now_t now)
 {
     j->pri = st->pri;
     j->delay = st->delay;
@@ -247,8 +245,7 @@ static int apply_ids(bq_engine_t *e, const Bq__Log__IdReservation *ids)
     return 0;
 }
 
-int bq_engine_apply(bq_engine_t *e, const uint8_t *data, size_t len, uint32_t file,
-                    bq_now_t now)
+int bq_engine_apply(bq_engine_t *e, const uint8_t *data, size_t len, uint32_t file, bq_now_t now)
 {
     Bq__Log__Record *r = bq__log__record__unpack(NULL, len, data);
     if (!r)

@@ -203,8 +203,7 @@ void bq_engine_put_abort(bq_engine_t *e, bq_job_t *job);
  * state transition that the logged command made, with no reply, no hook and
  * no counter changed beyond the recorded values. Used by binlog replay and by
  * standbys; no client may hold a reservation. 0 or BQ_E*. */
-int bq_engine_apply(bq_engine_t *e, const uint8_t *data, size_t len, uint32_t file,
-                    bq_now_t now);
+int bq_engine_apply(bq_engine_t *e, const uint8_t *data, size_t len, uint32_t file, bq_now_t now);
 
 /* Moves the next job id one reservation block further: a new primary skips
  * ids its predecessor may have handed out from a block whose reservation
@@ -249,8 +248,7 @@ size_t bq_engine_file_jobs(const bq_engine_t *e, uint32_t file, size_t *cursor, 
 size_t bq_engine_scan_end(const bq_engine_t *e);
 
 /* Calls fn(arg, file) for every job (to count the jobs per segment). */
-void bq_engine_each_job_file(const bq_engine_t *e, void (*fn)(void *arg, uint32_t file),
-                             void *arg);
+void bq_engine_each_job_file(const bq_engine_t *e, void (*fn)(void *arg, uint32_t file), void *arg);
 
 /* Approximate bytes of the full records of every live job: what the binlog
  * must keep at least. */

@@ -58,17 +58,17 @@ struct bq_job {
 };
 
 struct bq_tube {
-    bq_tube_t *hash_next;     /* name table chain */
-    size_t list_pos;          /* position in the engine's tube list */
-    bq_heap_t ready;          /* (pri, id); capacity >= number of jobs of the tube */
-    bq_heap_t delay;          /* (deadline, id) */
-    bq_heap_t buried;         /* bury sequence: FIFO */
+    bq_tube_t *hash_next; /* name table chain */
+    size_t list_pos;      /* position in the engine's tube list */
+    bq_heap_t ready;      /* (pri, id); capacity >= number of jobs of the tube */
+    bq_heap_t delay;      /* (deadline, id) */
+    bq_heap_t buried;     /* bury sequence: FIFO */
     uint64_t reserved_ct, urgent_ct;
     uint64_t total_jobs_ct, delete_ct, pause_ct;
     uint32_t using_ct;
-    bq_watch_t **watchers;    /* every watch link of this tube */
+    bq_watch_t **watchers; /* every watch link of this tube */
     size_t nwatchers, capwatchers;
-    bq_watch_t **waiting;     /* waiting watchers, beanstalkd multiset order */
+    bq_watch_t **waiting; /* waiting watchers, beanstalkd multiset order */
     size_t nwaiting, capwaiting;
     size_t wait_last;         /* the multiset's take cursor */
     int64_t pause_ns;         /* length of the current pause; 0 when not paused */
@@ -93,14 +93,14 @@ struct bq_watch {
 struct bq_client {
     void *conn;
     bq_tube_t *use;
-    bq_watch_t **watch;  /* watched tubes, beanstalkd multiset order */
+    bq_watch_t **watch; /* watched tubes, beanstalkd multiset order */
     size_t nwatch, capwatch;
-    bq_heap_t ready;     /* watch links of unpaused tubes with ready jobs, by best job */
-    size_t ready_tubes;  /* watched tubes with ready jobs, paused or not */
-    bq_heap_t reserved;  /* reserved jobs by (deadline, id) */
+    bq_heap_t ready;       /* watch links of unpaused tubes with ready jobs, by best job */
+    size_t ready_tubes;    /* watched tubes with ready jobs, paused or not */
+    bq_heap_t reserved;    /* reserved jobs by (deadline, id) */
     int64_t wait_deadline; /* mono ns when waiting with a timeout, else BQ_NEVER */
     int64_t timer_key;
-    size_t timer_pos;    /* in the engine's client timer heap, or BQ_HEAP_NOPOS */
+    size_t timer_pos; /* in the engine's client timer heap, or BQ_HEAP_NOPOS */
     bool producer, worker, waiting, halfclosed;
 };
 
@@ -124,24 +124,24 @@ struct bq_engine {
     uint32_t max_job_size;
     bool draining;
     bool log_refused; /* the last log_room answer was BQ_ROOM_REFUSED */
-    bool logging;       /* the log hooks are set */
+    bool logging;     /* the log hooks are set */
     uint64_t next_id;
-    uint64_t id_limit;  /* logging: ids below this are covered by a logged reservation */
-    uint64_t id_used;   /* ids below this may have been shown: past every id logged or
-                           applied in a full record, restated in reservations */
-    bool ids_durable;   /* logging: no id is shown before its full record is durable */
-    bool ids_settled;   /* apply: the last reservation applied lets ids go on after
-                           id_used (a clean stop, or a writer with ids_durable) */
+    uint64_t id_limit; /* logging: ids below this are covered by a logged reservation */
+    uint64_t id_used;  /* ids below this may have been shown: past every id logged or
+                          applied in a full record, restated in reservations */
+    bool ids_durable;  /* logging: no id is shown before its full record is durable */
+    bool ids_settled;  /* apply: the last reservation applied lets ids go on after
+                          id_used (a clean stop, or a writer with ids_durable) */
     uint64_t live_log_bytes;
-    uint8_t *logbuf;    /* scratch for packing records */
+    uint8_t *logbuf; /* scratch for packing records */
     size_t logcap;
     bq_pending_pause_t *pending_pauses; /* apply: pauses of tubes not there yet */
     size_t npending_pauses;
     uint64_t bury_seq;
     bq_jobtab_t jobs;
-    bq_tube_t **tube_hash;  /* chained by name */
+    bq_tube_t **tube_hash; /* chained by name */
     size_t tube_hash_cap;
-    bq_tube_t **tubes;      /* list order of list-tubes */
+    bq_tube_t **tubes; /* list order of list-tubes */
     size_t ntubes, captubes;
     bq_tube_t *default_tube;
     bq_heap_t delay_timers;  /* tubes with delayed jobs, by their soonest (deadline, id) */

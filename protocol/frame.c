@@ -26,7 +26,7 @@ static void crc_init(void)
 #define HAVE_CRC_INSN 1
 /* The same CRC with SSE4.2's crc32 instruction (same polynomial). */
 __attribute__((target("sse4.2"))) static uint32_t crc_insn(uint32_t crc, const uint8_t *p,
-                                                            size_t len)
+                                                           size_t len)
 {
     uint64_t c = ~crc;
     for (; len >= 8; p += 8, len -= 8) {
@@ -176,9 +176,8 @@ size_t bq_segment_prefix(uint8_t *out, const void *hdr, uint32_t hdr_len)
     return BQ_SEGMENT_PREFIX_FIXED + hdr_len;
 }
 
-bq_segment_status_t bq_segment_prefix_decode(const uint8_t *buf, size_t avail,
-                                             const uint8_t **hdr, uint32_t *hdr_len,
-                                             size_t *prefix_len)
+bq_segment_status_t bq_segment_prefix_decode(const uint8_t *buf, size_t avail, const uint8_t **hdr,
+                                             uint32_t *hdr_len, size_t *prefix_len)
 {
     if (avail < BQ_SEGMENT_PREFIX_FIXED)
         return BQ_SEGMENT_SHORT;

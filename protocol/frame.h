@@ -43,11 +43,11 @@ typedef struct bq_frame {
 } bq_frame_t;
 
 typedef enum bq_frame_status {
-    BQ_FRAME_OK = 0,   /* *f and the payload are valid */
-    BQ_FRAME_END,      /* a zero header: the clean end of the data */
-    BQ_FRAME_SHORT,    /* fewer bytes than the header or the payload needs */
-    BQ_FRAME_BAD_LEN,  /* length 0 (with a non-zero header) or too large */
-    BQ_FRAME_BAD_CRC,  /* the checksum does not match */
+    BQ_FRAME_OK = 0,  /* *f and the payload are valid */
+    BQ_FRAME_END,     /* a zero header: the clean end of the data */
+    BQ_FRAME_SHORT,   /* fewer bytes than the header or the payload needs */
+    BQ_FRAME_BAD_LEN, /* length 0 (with a non-zero header) or too large */
+    BQ_FRAME_BAD_CRC, /* the checksum does not match */
 } bq_frame_status_t;
 
 /* CRC-32C (Castagnoli) of len bytes, continuing from crc (start with 0). */
@@ -91,9 +91,8 @@ typedef enum bq_segment_status {
 
 /* Checks the prefix at buf[0..avail); on BQ_SEGMENT_OK points *hdr at the
  * packed SegmentHeader, sets *hdr_len and *prefix_len. */
-bq_segment_status_t bq_segment_prefix_decode(const uint8_t *buf, size_t avail,
-                                             const uint8_t **hdr, uint32_t *hdr_len,
-                                             size_t *prefix_len);
+bq_segment_status_t bq_segment_prefix_decode(const uint8_t *buf, size_t avail, const uint8_t **hdr,
+                                             uint32_t *hdr_len, size_t *prefix_len);
 
 /* The name of a segment status, for logs. */
 const char *bq_segment_status_name(bq_segment_status_t st);

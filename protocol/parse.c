@@ -21,9 +21,13 @@ typedef struct {
     arg_parser_fn parse;
 } cmd_entry_t;
 
-static bool is_digit(char c) { return c >= '0' && c <= '9'; }
+static bool is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
 
-static bool is_name_char(char c) {
+static bool is_name_char(char c)
+{
     static const char punct[] = "-+/;.$_()";
 
     if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || is_digit(c))
@@ -32,13 +36,15 @@ static bool is_name_char(char c) {
 }
 
 /* isspace() in the C locale, which is what kick's strtoul skips. */
-static bool is_c_space(char c) {
+static bool is_c_space(char c)
+{
     return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
 }
 
 /* Reads decimal digits at *pp into *out. Returns false on overflow of 64
  * bits; *pp always ends after the last digit, like strtoumax's end. */
-static bool read_digits(const char **pp, const char *end, uint64_t *out) {
+static bool read_digits(const char **pp, const char *end, uint64_t *out)
+{
     const char *p = *pp;
     uint64_t v = 0;
     bool overflow = false;
@@ -57,7 +63,8 @@ static bool read_digits(const char **pp, const char *end, uint64_t *out) {
 
 /* beanstalkd's read_u64/read_u32 with an end pointer: skip spaces, require a
  * digit, read a decimal number no larger than max. Advances *pp on success. */
-static bool read_uint(const char **pp, const char *end, uint64_t max, uint64_t *out) {
+static bool read_uint(const char **pp, const char *end, uint64_t max, uint64_t *out)
+{
     const char *p = *pp;
     uint64_t v;
 
@@ -72,7 +79,8 @@ static bool read_uint(const char **pp, const char *end, uint64_t max, uint64_t *
     return true;
 }
 
-static bool read_u32(const char **pp, const char *end, uint32_t *out) {
+static bool read_u32(const char **pp, const char *end, uint32_t *out)
+{
     uint64_t v;
 
     if (!read_uint(pp, end, UINT32_MAX, &v))
@@ -81,25 +89,29 @@ static bool read_u32(const char **pp, const char *end, uint32_t *out) {
     return true;
 }
 
-static bool read_u64(const char **pp, const char *end, uint64_t *out) {
+static bool read_u64(const char **pp, const char *end, uint64_t *out)
+{
     return read_uint(pp, end, UINT64_MAX, out);
 }
 
 /* <id> with nothing after it: peek, delete, touch, kick-job, reserve-job, stats-job. */
-static bq_parse_status_t parse_id(const char *p, const char *end, bq_cmd_t *cmd) {
+static bq_parse_status_t parse_id(const char *p, const char *end, bq_cmd_t *cmd)
+{
     if (!read_u64(&p, end, &cmd->id) || p != end)
         return BQ_PARSE_BAD_FORMAT;
     return BQ_PARSE_OK;
 }
 
 /* Argument-less commands must match their name exactly. */
-static bq_parse_status_t parse_exact(const char *p, const char *end, bq_cmd_t *cmd) {
+static bq_parse_status_t parse_exact(const char *p, const char *end, bq_cmd_t *cmd)
+{
     (void)cmd;
     return p == end ? BQ_PARSE_OK : BQ_PARSE_BAD_FORMAT;
 }
 
 /* quit accepts any text after its name. */
-static bq_parse_status_t parse_any(const char *p, const char *end, bq_cmd_t *cmd) {
+static bq_parse_status_t parse_any(const char *p, const char *end, bq_cmd_t *cmd)
+{
     (void)p;
     (void)end;
     (void)cmd;
@@ -108,7 +120,8 @@ static bq_parse_status_t parse_any(const char *p, const char *end, bq_cmd_t *cmd
 
 /* put <pri> <delay> <ttr> <bytes>: trailing text is flagged, not refused,
  * because beanstalkd answers JOB_TOO_BIG before it looks at it. */
-static bq_parse_status_t parse_put(const char *p, const char *end, bq_cmd_t *cmd) {
+static bq_parse_status_t parse_put(const char *p, const char *end, bq_cmd_t *cmd)
+{
     if (!read_u32(&p, end, &cmd->pri) || !read_u32(&p, end, &cmd->delay) ||
         !read_u32(&p, end, &cmd->ttr) || !read_u32(&p, end, &cmd->bytes))
         return BQ_PARSE_BAD_FORMAT;
@@ -116,14 +129,16 @@ static bq_parse_status_t parse_put(const char *p, const char *end, bq_cmd_t *cmd
     return BQ_PARSE_OK;
 }
 
-static bq_parse_status_t parse_release(const char *p, const char *end, bq_cmd_t *cmd) {
+static bq_parse_status_t parse_release(const char *p, const char *end, bq_cmd_t *cmd)
+{
     if (!read_u64(&p, end, &cmd->id) || !read_u32(&p, end, &cmd->pri) ||
         !read_u32(&p, end, &cmd->delay) || p != end)
         return BQ_PARSE_BAD_FORMAT;
     return BQ_PARSE_OK;
 }
 
-static bq_parse_status_t parse_bury(const char *p, const char *end, bq_cmd_t *cmd) {
+static bq_parse_status_t parse_bury(const char *p, const char *end, bq_cmd_t *cmd)
+{
     if (!read_u64(&p, end, &cmd->id) || !read_u32(&p, end, &cmd->pri) || p != end)
         return BQ_PARSE_BAD_FORMAT;
     return BQ_PARSE_OK;
@@ -131,7 +146,8 @@ static bq_parse_status_t parse_bury(const char *p, const char *end, bq_cmd_t *cm
 
 /* reserve-with-timeout <seconds>: text after the number is ignored, and the
  * value must fit in an int. */
-static bq_parse_status_t parse_reserve_timeout(const char *p, const char *end, bq_cmd_t *cmd) {
+static bq_parse_status_t parse_reserve_timeout(const char *p, const char *end, bq_cmd_t *cmd)
+{
     uint32_t t;
 
     if (!read_u32(&p, end, &t) || t > INT_MAX)
@@ -143,7 +159,8 @@ static bq_parse_status_t parse_reserve_timeout(const char *p, const char *end, b
 /* kick <bound>: strtoul(p, &end, 10) with a 64-bit unsigned long, truncated to
  * 32 bits. Whitespace and one sign may lead; text after the digits is ignored;
  * only "no digits" and overflow are errors; '-' negates modulo 2^64. */
-static bq_parse_status_t parse_kick(const char *p, const char *end, bq_cmd_t *cmd) {
+static bq_parse_status_t parse_kick(const char *p, const char *end, bq_cmd_t *cmd)
+{
     bool negative = false;
     uint64_t v;
 
@@ -164,7 +181,8 @@ static bq_parse_status_t parse_kick(const char *p, const char *end, bq_cmd_t *cm
 }
 
 /* use, watch, ignore, stats-tube: the rest of the line, verbatim, is the name. */
-static bq_parse_status_t parse_name(const char *p, const char *end, bq_cmd_t *cmd) {
+static bq_parse_status_t parse_name(const char *p, const char *end, bq_cmd_t *cmd)
+{
     size_t n = (size_t)(end - p);
 
     if (!bq_tube_name_valid(p, n))
@@ -177,7 +195,8 @@ static bq_parse_status_t parse_name(const char *p, const char *end, bq_cmd_t *cm
 /* pause-tube <name> <delay>: spaces, the longest run of name characters, then
  * a delay with nothing after it. The name is not validated here (beanstalkd
  * counts the command first); the engine does it. */
-static bq_parse_status_t parse_pause_tube(const char *p, const char *end, bq_cmd_t *cmd) {
+static bq_parse_status_t parse_pause_tube(const char *p, const char *end, bq_cmd_t *cmd)
+{
     const char *name;
 
     while (p < end && *p == ' ')
@@ -195,7 +214,9 @@ static bq_parse_status_t parse_pause_tube(const char *p, const char *end, bq_cmd
 }
 
 #define CMD(s, op, fn)                                                                             \
-    { s, sizeof(s) - 1, op, fn }
+    {                                                                                              \
+        s, sizeof(s) - 1, op, fn                                                                   \
+    }
 
 /* Order matters: the first entry whose name is a prefix of the line wins. */
 static const cmd_entry_t commands[] = {
@@ -229,13 +250,15 @@ static const cmd_entry_t commands[] = {
 #undef CMD
 
 /* Puts *cmd in its initial state for op: all zero, timeout -1 for reserve. */
-static void reset(bq_cmd_t *cmd, bq_op_t op) {
+static void reset(bq_cmd_t *cmd, bq_op_t op)
+{
     memset(cmd, 0, sizeof(*cmd));
     cmd->op = op;
     cmd->timeout = op == BQ_OP_RESERVE ? -1 : 0;
 }
 
-static const cmd_entry_t *find_command(const char *line, size_t len) {
+static const cmd_entry_t *find_command(const char *line, size_t len)
+{
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
         const cmd_entry_t *c = &commands[i];
         if (len >= c->len && memcmp(line, c->name, c->len) == 0)
@@ -244,7 +267,8 @@ static const cmd_entry_t *find_command(const char *line, size_t len) {
     return NULL;
 }
 
-bq_parse_status_t bq_parse_command(const char *line, size_t len, bq_cmd_t *cmd) {
+bq_parse_status_t bq_parse_command(const char *line, size_t len, bq_cmd_t *cmd)
+{
     const cmd_entry_t *c;
     bq_parse_status_t st;
 
@@ -264,7 +288,8 @@ bq_parse_status_t bq_parse_command(const char *line, size_t len, bq_cmd_t *cmd) 
     return st;
 }
 
-bool bq_tube_name_valid(const char *name, size_t len) {
+bool bq_tube_name_valid(const char *name, size_t len)
+{
     if (len == 0 || len > BQ_NAME_MAX || name[0] == '-')
         return false;
     for (size_t i = 0; i < len; i++) {
@@ -303,7 +328,8 @@ static const char *const op_names[BQ_OP_COUNT] = {
     [BQ_OP_PAUSE_TUBE] = "pause-tube",
 };
 
-const char *bq_op_name(bq_op_t op) {
+const char *bq_op_name(bq_op_t op)
+{
     if ((unsigned)op >= BQ_OP_COUNT)
         return "unknown";
     return op_names[op];

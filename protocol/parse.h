@@ -49,21 +49,21 @@ typedef enum bq_op {
 } bq_op_t;
 
 typedef enum bq_parse_status {
-    BQ_PARSE_OK = 0,       /* cmd is filled in */
-    BQ_PARSE_BAD_FORMAT,   /* reply BAD_FORMAT; cmd->op tells which command failed */
-    BQ_PARSE_UNKNOWN,      /* reply UNKNOWN_COMMAND */
+    BQ_PARSE_OK = 0,     /* cmd is filled in */
+    BQ_PARSE_BAD_FORMAT, /* reply BAD_FORMAT; cmd->op tells which command failed */
+    BQ_PARSE_UNKNOWN,    /* reply UNKNOWN_COMMAND */
 } bq_parse_status_t;
 
 typedef struct bq_cmd {
     bq_op_t op;
-    uint64_t id;        /* peek, reserve-job, delete, release, bury, kick-job, touch, stats-job */
-    uint32_t pri;       /* put, release, bury */
-    uint32_t delay;     /* put, release, pause-tube: seconds */
-    uint32_t ttr;       /* put: seconds, as sent (the engine raises 0 to 1) */
-    uint32_t bytes;     /* put: body size without CRLF */
-    uint32_t count;     /* kick: bound (truncated to 32 bits like beanstalkd) */
-    int32_t timeout;    /* reserve-with-timeout: seconds; -1 for reserve (forever) */
-    bool put_trailing;  /* put: text after <bytes>; BAD_FORMAT unless JOB_TOO_BIG wins */
+    uint64_t id;       /* peek, reserve-job, delete, release, bury, kick-job, touch, stats-job */
+    uint32_t pri;      /* put, release, bury */
+    uint32_t delay;    /* put, release, pause-tube: seconds */
+    uint32_t ttr;      /* put: seconds, as sent (the engine raises 0 to 1) */
+    uint32_t bytes;    /* put: body size without CRLF */
+    uint32_t count;    /* kick: bound (truncated to 32 bits like beanstalkd) */
+    int32_t timeout;   /* reserve-with-timeout: seconds; -1 for reserve (forever) */
+    bool put_trailing; /* put: text after <bytes>; BAD_FORMAT unless JOB_TOO_BIG wins */
     /* use, watch, ignore, stats-tube, pause-tube: borrows the line. Validated
      * here except for pause-tube, whose name beanstalkd validates only after
      * counting the command; the engine checks it. */

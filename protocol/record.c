@@ -246,8 +246,8 @@ size_t bq_engine_file_jobs(const bq_engine_t *e, uint32_t file, size_t *cursor, 
         *cursor = e->jobs.cap;
         return 0;
     }
-    size_t end = e->jobs.cap - *cursor > BQ_FILE_SCAN_SLOTS ? *cursor + BQ_FILE_SCAN_SLOTS
-                                                            : e->jobs.cap;
+    size_t end =
+        e->jobs.cap - *cursor > BQ_FILE_SCAN_SLOTS ? *cursor + BQ_FILE_SCAN_SLOTS : e->jobs.cap;
     for (; *cursor < end && n < max; ++*cursor) {
         const bq_job_t *j = e->jobs.slots[*cursor];
         if (j && j->file == (file & ((1u << 29) - 1)))
@@ -261,8 +261,7 @@ size_t bq_engine_scan_end(const bq_engine_t *e)
     return e->jobs.cap;
 }
 
-void bq_engine_each_job_file(const bq_engine_t *e, void (*fn)(void *arg, uint32_t file),
-                             void *arg)
+void bq_engine_each_job_file(const bq_engine_t *e, void (*fn)(void *arg, uint32_t file), void *arg)
 {
     for (size_t i = 0; i < e->jobs.cap; i++) {
         if (e->jobs.slots[i])

@@ -28,7 +28,7 @@ struct bq_session {
     state_t state;
     bool endline_cr; /* S_ENDLINE: the last dropped byte was CR */
     size_t line_len;
-    bq_job_t *job;   /* S_BODY */
+    bq_job_t *job; /* S_BODY */
     size_t body_have;
     uint64_t discard_left;
     const char *discard_reply;

@@ -27,16 +27,51 @@ static void send_formatted(bq_engine_t *e, bq_client_t *c, char *buf, size_t siz
 }
 
 static const char *const op_keys[] = {
-    "put", "peek", "peek-ready", "peek-delayed", "peek-buried", "reserve",
-    "reserve-with-timeout", "delete", "release", "use", "watch", "ignore", "bury", "kick",
-    "touch", "stats", "stats-job", "stats-tube", "list-tubes", "list-tube-used",
-    "list-tubes-watched", "pause-tube",
+    "put",
+    "peek",
+    "peek-ready",
+    "peek-delayed",
+    "peek-buried",
+    "reserve",
+    "reserve-with-timeout",
+    "delete",
+    "release",
+    "use",
+    "watch",
+    "ignore",
+    "bury",
+    "kick",
+    "touch",
+    "stats",
+    "stats-job",
+    "stats-tube",
+    "list-tubes",
+    "list-tube-used",
+    "list-tubes-watched",
+    "pause-tube",
 };
 static const bq_op_t op_order[] = {
-    BQ_OP_PUT, BQ_OP_PEEK, BQ_OP_PEEK_READY, BQ_OP_PEEK_DELAYED, BQ_OP_PEEK_BURIED,
-    BQ_OP_RESERVE, BQ_OP_RESERVE_TIMEOUT, BQ_OP_DELETE, BQ_OP_RELEASE, BQ_OP_USE, BQ_OP_WATCH,
-    BQ_OP_IGNORE, BQ_OP_BURY, BQ_OP_KICK, BQ_OP_TOUCH, BQ_OP_STATS, BQ_OP_STATS_JOB,
-    BQ_OP_STATS_TUBE, BQ_OP_LIST_TUBES, BQ_OP_LIST_TUBE_USED, BQ_OP_LIST_TUBES_WATCHED,
+    BQ_OP_PUT,
+    BQ_OP_PEEK,
+    BQ_OP_PEEK_READY,
+    BQ_OP_PEEK_DELAYED,
+    BQ_OP_PEEK_BURIED,
+    BQ_OP_RESERVE,
+    BQ_OP_RESERVE_TIMEOUT,
+    BQ_OP_DELETE,
+    BQ_OP_RELEASE,
+    BQ_OP_USE,
+    BQ_OP_WATCH,
+    BQ_OP_IGNORE,
+    BQ_OP_BURY,
+    BQ_OP_KICK,
+    BQ_OP_TOUCH,
+    BQ_OP_STATS,
+    BQ_OP_STATS_JOB,
+    BQ_OP_STATS_TUBE,
+    BQ_OP_LIST_TUBES,
+    BQ_OP_LIST_TUBE_USED,
+    BQ_OP_LIST_TUBES_WATCHED,
     BQ_OP_PAUSE_TUBE,
 };
 
@@ -45,8 +80,8 @@ static int format_op_counts(const bq_engine_t *e, char *buf, size_t size)
 {
     size_t n = 0;
     for (size_t i = 0; i < sizeof op_order / sizeof op_order[0]; i++) {
-        int r = snprintf(buf + n, size - n, "cmd-%s: %" PRIu64 "\n", op_keys[i],
-                         e->op_ct[op_order[i]]);
+        int r =
+            snprintf(buf + n, size - n, "cmd-%s: %" PRIu64 "\n", op_keys[i], e->op_ct[op_order[i]]);
         if (r < 0 || (size_t)r >= size - n)
             return -1;
         n += (size_t)r;
@@ -68,22 +103,21 @@ void bq__stats_server(bq_engine_t *e, bq_client_t *c, bq_now_t now)
         "\ncurrent-jobs-buried: %" PRIu64 "\n%.*s"
         "job-timeouts: %" PRIu64 "\ntotal-jobs: %" PRIu64 "\nmax-job-size: %" PRIu32
         "\ncurrent-tubes: %zu\ncurrent-connections: %zu\ncurrent-producers: %" PRIu64
-        "\ncurrent-workers: %" PRIu64 "\ncurrent-waiting: %" PRIu64
-        "\ntotal-connections: %" PRIu64 "\npid: %ld\nversion: \"%s\"\n"
+        "\ncurrent-workers: %" PRIu64 "\ncurrent-waiting: %" PRIu64 "\ntotal-connections: %" PRIu64
+        "\npid: %ld\nversion: \"%s\"\n"
         "rusage-utime: %" PRId64 ".%06" PRId64 "\nrusage-stime: %" PRId64 ".%06" PRId64
-        "\nuptime: %" PRIu64 "\nbinlog-oldest-index: %" PRIu64
-        "\nbinlog-current-index: %" PRIu64 "\nbinlog-records-migrated: %" PRIu64
-        "\nbinlog-records-written: %" PRIu64 "\nbinlog-max-size: %" PRIu64
+        "\nuptime: %" PRIu64 "\nbinlog-oldest-index: %" PRIu64 "\nbinlog-current-index: %" PRIu64
+        "\nbinlog-records-migrated: %" PRIu64 "\nbinlog-records-written: %" PRIu64
+        "\nbinlog-max-size: %" PRIu64
         "\ndraining: %s\nid: %s\nhostname: \"%s\"\nos: \"%s\"\nplatform: \"%s\"\n%s",
-        e->urgent_ct, e->ready_ct, e->reserved_ct, e->delayed_ct, e->buried_ct,
-        nops < 0 ? 0 : nops, ops, e->timeout_ct, e->total_jobs_ct, e->max_job_size, e->ntubes,
-        e->nclients, e->producers, e->workers, e->waiting_ct, e->total_conns, si.pid,
-        si.version ? si.version : "", si.utime_us / 1000000, si.utime_us % 1000000,
-        si.stime_us / 1000000, si.stime_us % 1000000, si.uptime_s, si.binlog_oldest_index,
-        si.binlog_current_index, si.binlog_records_migrated, si.binlog_records_written,
-        si.binlog_max_size, e->draining ? "true" : "false", si.id ? si.id : "",
-        si.hostname ? si.hostname : "", si.os ? si.os : "", si.platform ? si.platform : "",
-        si.extra ? si.extra : "");
+        e->urgent_ct, e->ready_ct, e->reserved_ct, e->delayed_ct, e->buried_ct, nops < 0 ? 0 : nops,
+        ops, e->timeout_ct, e->total_jobs_ct, e->max_job_size, e->ntubes, e->nclients, e->producers,
+        e->workers, e->waiting_ct, e->total_conns, si.pid, si.version ? si.version : "",
+        si.utime_us / 1000000, si.utime_us % 1000000, si.stime_us / 1000000, si.stime_us % 1000000,
+        si.uptime_s, si.binlog_oldest_index, si.binlog_current_index, si.binlog_records_migrated,
+        si.binlog_records_written, si.binlog_max_size, e->draining ? "true" : "false",
+        si.id ? si.id : "", si.hostname ? si.hostname : "", si.os ? si.os : "",
+        si.platform ? si.platform : "", si.extra ? si.extra : "");
     send_formatted(e, c, buf, sizeof buf, nops < 0 ? -1 : n);
 }
 
@@ -93,16 +127,16 @@ void bq__stats_tube(bq_engine_t *e, bq_client_t *c, const bq_tube_t *t, bq_now_t
     if (bq__tube_paused(t))
         left = bq__sub_sat(t->unpause_at, now.mono) / BQ_NS_PER_S;
     char buf[1024];
-    int n = snprintf(
-        buf, sizeof buf,
-        "---\nname: \"%s\"\ncurrent-jobs-urgent: %" PRIu64 "\ncurrent-jobs-ready: %zu"
-        "\ncurrent-jobs-reserved: %" PRIu64 "\ncurrent-jobs-delayed: %zu"
-        "\ncurrent-jobs-buried: %zu\ntotal-jobs: %" PRIu64 "\ncurrent-using: %" PRIu32
-        "\ncurrent-watching: %zu\ncurrent-waiting: %zu\ncmd-delete: %" PRIu64
-        "\ncmd-pause-tube: %" PRIu64 "\npause: %" PRId64 "\npause-time-left: %" PRId64 "\n",
-        t->name, t->urgent_ct, t->ready.len, t->reserved_ct, t->delay.len, t->buried.len,
-        t->total_jobs_ct, t->using_ct, t->nwatchers, t->nwaiting, t->delete_ct, t->pause_ct,
-        t->pause_ns / BQ_NS_PER_S, left);
+    int n = snprintf(buf, sizeof buf,
+                     "---\nname: \"%s\"\ncurrent-jobs-urgent: %" PRIu64 "\ncurrent-jobs-ready: %zu"
+                     "\ncurrent-jobs-reserved: %" PRIu64 "\ncurrent-jobs-delayed: %zu"
+                     "\ncurrent-jobs-buried: %zu\ntotal-jobs: %" PRIu64 "\ncurrent-using: %" PRIu32
+                     "\ncurrent-watching: %zu\ncurrent-waiting: %zu\ncmd-delete: %" PRIu64
+                     "\ncmd-pause-tube: %" PRIu64 "\npause: %" PRId64 "\npause-time-left: %" PRId64
+                     "\n",
+                     t->name, t->urgent_ct, t->ready.len, t->reserved_ct, t->delay.len,
+                     t->buried.len, t->total_jobs_ct, t->using_ct, t->nwatchers, t->nwaiting,
+                     t->delete_ct, t->pause_ct, t->pause_ns / BQ_NS_PER_S, left);
     send_formatted(e, c, buf, sizeof buf, n);
 }
 
@@ -130,14 +164,12 @@ void bq__stats_job(bq_engine_t *e, bq_client_t *c, const bq_job_t *j, bq_now_t n
     char buf[1024];
     int n = snprintf(buf, sizeof buf,
                      "---\nid: %" PRIu64 "\ntube: \"%s\"\nstate: %s\npri: %" PRIu32
-                     "\nage: %" PRId64 "\ndelay: %" PRIu32 "\nttr: %" PRIu32
-                     "\ntime-left: %" PRId64 "\nfile: %" PRIu32 "\nreserves: %" PRIu32
-                     "\ntimeouts: %" PRIu32 "\nreleases: %" PRIu32 "\nburies: %" PRIu32
-                     "\nkicks: %" PRIu32 "\n",
+                     "\nage: %" PRId64 "\ndelay: %" PRIu32 "\nttr: %" PRIu32 "\ntime-left: %" PRId64
+                     "\nfile: %" PRIu32 "\nreserves: %" PRIu32 "\ntimeouts: %" PRIu32
+                     "\nreleases: %" PRIu32 "\nburies: %" PRIu32 "\nkicks: %" PRIu32 "\n",
                      j->id, j->tube->name, state_name(j), j->pri,
                      bq__sub_sat(now.wall, j->created_wall) / BQ_NS_PER_S, j->delay, j->ttr, left,
-                     (uint32_t)j->file,
-                     j->reserves, j->timeouts, j->releases, j->buries, j->kicks);
+                     (uint32_t)j->file, j->reserves, j->timeouts, j->releases, j->buries, j->kicks);
     send_formatted(e, c, buf, sizeof buf, n);
 }
 

@@ -42,8 +42,8 @@ typedef struct bq_admit_limits {
 } bq_admit_limits_t;
 
 typedef struct bq_admit_decision {
-    bool admit; /* false: refuse the new connection */
-    long evict; /* index of the connection to close first, or -1 */
+    bool admit;      /* false: refuse the new connection */
+    long evict;      /* index of the connection to close first, or -1 */
     bool per_source; /* the eviction is rule 1 (the source's own) */
 } bq_admit_decision_t;
 

@@ -175,8 +175,8 @@ static int canvass_peer(bq_canvass_t *c, size_t i, uint64_t deadline_ms)
     int r = bq_link_connect(c->loop, p->host, p->port, &lc, &callbacks, a, &c->links[i]);
     if (r < 0) {
         free(a);
-        bq_report(BQ_REPORT_DEBUG, "replication: no vote from peer",
-                  "peer=%s why=\"connect: %s\"", p->name, uv_strerror(r));
+        bq_report(BQ_REPORT_DEBUG, "replication: no vote from peer", "peer=%s why=\"connect: %s\"",
+                  p->name, uv_strerror(r));
         return r == UV_ENOMEM ? -1 : 0;
     }
     c->nlinks++;

@@ -80,8 +80,8 @@ static uint64_t min_u64(uint64_t a, uint64_t b)
     return a < b ? a : b;
 }
 
-void bq_commit_ack(bq_commit_t *c, size_t i, uint64_t written, uint64_t flushed,
-                   uint64_t applied, int64_t now)
+void bq_commit_ack(bq_commit_t *c, size_t i, uint64_t written, uint64_t flushed, uint64_t applied,
+                   int64_t now)
 {
     bq_commit_standby_t *s;
 

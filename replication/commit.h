@@ -57,18 +57,18 @@ typedef enum bq_fallback {
 } bq_fallback_t;
 
 typedef enum bq_sync_state {
-    BQ_SYNC_OFF = 0,   /* no sync standbys wanted (need 0): async */
-    BQ_SYNC_ON,        /* enough standbys in sync */
-    BQ_SYNC_WAITING,   /* too few, for less than the timeout: replies wait */
-    BQ_SYNC_DEGRADED,  /* fallback async in force: replies do not wait */
-    BQ_SYNC_REFUSING,  /* fallback refuse in force: writes are refused */
+    BQ_SYNC_OFF = 0,  /* no sync standbys wanted (need 0): async */
+    BQ_SYNC_ON,       /* enough standbys in sync */
+    BQ_SYNC_WAITING,  /* too few, for less than the timeout: replies wait */
+    BQ_SYNC_DEGRADED, /* fallback async in force: replies do not wait */
+    BQ_SYNC_REFUSING, /* fallback refuse in force: writes are refused */
 } bq_sync_state_t;
 
 typedef struct bq_commit_standby {
     bool connected;
     bool in_sync;
-    bool witness;     /* a voter without a log: only its floor counts */
-    uint64_t target;  /* catch-up target: the primary's last LSN at connect or drop */
+    bool witness;    /* a voter without a log: only its floor counts */
+    uint64_t target; /* catch-up target: the primary's last LSN at connect or drop */
     uint64_t written, flushed, applied;
     uint64_t floor;   /* witness: the floor it holds durably in this epoch */
     int64_t acked_at; /* when its last ack arrived (ns) */
@@ -79,14 +79,14 @@ typedef struct bq_commit {
     bq_fallback_t fallback; /* --sync-fallback */
     int64_t timeout_ns;     /* --sync-timeout */
     bq_sync_state_t state;
-    int64_t short_since;    /* when too few standbys became in sync; -1 when enough */
-    int64_t held_since;     /* since when the standbys hold replies back without the
-                               commit point moving; -1 when they hold nothing */
-    uint64_t commit;        /* the commit point */
-    uint64_t last_lsn;      /* the primary's last logged LSN */
-    bool self_counts;       /* the primary's durable LSN is one of the copies */
-    size_t majority;        /* self_counts: voters (itself included) of the degraded rule */
-    uint64_t self_durable;  /* the primary's durable LSN */
+    int64_t short_since;   /* when too few standbys became in sync; -1 when enough */
+    int64_t held_since;    /* since when the standbys hold replies back without the
+                              commit point moving; -1 when they hold nothing */
+    uint64_t commit;       /* the commit point */
+    uint64_t last_lsn;     /* the primary's last logged LSN */
+    bool self_counts;      /* the primary's durable LSN is one of the copies */
+    size_t majority;       /* self_counts: voters (itself included) of the degraded rule */
+    uint64_t self_durable; /* the primary's durable LSN */
     size_t n;
     bq_commit_standby_t sb[BQ_COMMIT_MAX_STANDBYS];
 } bq_commit_t;
@@ -119,8 +119,8 @@ void bq_commit_floor(bq_commit_t *c, size_t i, uint64_t lsn);
 void bq_commit_disconnected(bq_commit_t *c, size_t i, int64_t now);
 
 /* Standby i acknowledged; positions never go backwards. */
-void bq_commit_ack(bq_commit_t *c, size_t i, uint64_t written, uint64_t flushed,
-                   uint64_t applied, int64_t now);
+void bq_commit_ack(bq_commit_t *c, size_t i, uint64_t written, uint64_t flushed, uint64_t applied,
+                   int64_t now);
 
 /* Recomputes the state and the commit point from the local release point at
  * now, and returns the commit point. */

@@ -27,7 +27,8 @@ uint64_t bq_el_epoch_ceiling(int64_t wall_s)
 {
     uint64_t secs = wall_s > BQ_EL_CEILING_EPOCH0 ? (uint64_t)(wall_s - BQ_EL_CEILING_EPOCH0) : 0;
     uint64_t room = BQ_EPOCH_MAX - BQ_EL_CEILING_BASE;
-    return BQ_EL_CEILING_BASE + (secs > room / BQ_EL_CEILING_RATE ? room : secs * BQ_EL_CEILING_RATE);
+    return BQ_EL_CEILING_BASE +
+           (secs > room / BQ_EL_CEILING_RATE ? room : secs * BQ_EL_CEILING_RATE);
 }
 
 void bq_el_set_ceiling(bq_election_t *e, uint64_t ceiling)
@@ -150,8 +151,7 @@ static bool would_vote(const bq_election_t *e, size_t from, uint64_t epoch, bq_e
 {
     if (epoch < e->epoch)
         return false;
-    if (epoch == e->epoch && e->voted_for != (int)from &&
-        (e->voted_for != -1 || e->primary != -1))
+    if (epoch == e->epoch && e->voted_for != (int)from && (e->voted_for != -1 || e->primary != -1))
         return false;
     return bq_el_pos_cmp(last, mine) >= 0 && bq_el_pos_cmp(last, e->floor) >= 0;
 }
@@ -295,8 +295,8 @@ unsigned bq_el_on_request(bq_election_t *e, int64_t now, size_t from, const bq_e
 
     if (from < e->cfg.nvoters && from != e->cfg.self && bq_el_epoch_plausible(e, req->epoch)) {
         if (req->prevote)
-            ok = would_vote(e, from, req->epoch, req->last, mine) &&
-                 !within(e, e->heard_at, now) && !bq_el_may_ack(e, now);
+            ok = would_vote(e, from, req->epoch, req->last, mine) && !within(e, e->heard_at, now) &&
+                 !bq_el_may_ack(e, now);
         else
             eff = vote(e, now, from, req, mine, &ok);
         if (!ok)
@@ -338,8 +338,7 @@ unsigned bq_el_on_epoch(bq_election_t *e, int64_t now, uint64_t epoch)
     return adopt(e, epoch, now);
 }
 
-unsigned bq_el_on_primary(bq_election_t *e, int64_t now, size_t from, uint64_t epoch,
-                          bool *accept)
+unsigned bq_el_on_primary(bq_election_t *e, int64_t now, size_t from, uint64_t epoch, bool *accept)
 {
     unsigned eff;
 

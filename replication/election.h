@@ -90,18 +90,18 @@ typedef struct bq_el_config {
 typedef struct bq_election {
     bq_el_config_t cfg;
     bq_el_role_t role;
-    uint64_t epoch;       /* current epoch (durable) */
-    int voted_for;        /* voter given the vote in epoch, or -1 (durable) */
-    int primary;          /* the primary of epoch when known, or -1 */
-    bool fenced;          /* as last computed by bq_el_tick or bq_el_on_ack */
-    int64_t heard_at;     /* last message from a primary, vote given, or start */
-    int64_t deadline;     /* follower, (pre)candidate with automatic: when it stands */
-    uint32_t granted;     /* voters (bit per index) that granted the current request */
+    uint64_t epoch;   /* current epoch (durable) */
+    int voted_for;    /* voter given the vote in epoch, or -1 (durable) */
+    int primary;      /* the primary of epoch when known, or -1 */
+    bool fenced;      /* as last computed by bq_el_tick or bq_el_on_ack */
+    int64_t heard_at; /* last message from a primary, vote given, or start */
+    int64_t deadline; /* follower, (pre)candidate with automatic: when it stands */
+    uint32_t granted; /* voters (bit per index) that granted the current request */
     int64_t contact_at[BQ_EL_MAX_VOTERS]; /* primary: send time of the last echoed message */
-    bq_el_pos_t floor;    /* never vote for a candidate below this */
-    uint64_t ceiling;     /* no epoch above this is believed or stood in (the
-                             caller keeps it up to date: bq_el_set_ceiling) */
-    uint64_t rng;         /* xorshift64 state, never 0 */
+    bq_el_pos_t floor;                    /* never vote for a candidate below this */
+    uint64_t ceiling;                     /* no epoch above this is believed or stood in (the
+                                             caller keeps it up to date: bq_el_set_ceiling) */
+    uint64_t rng;                         /* xorshift64 state, never 0 */
 } bq_election_t;
 
 /* A vote request. prevote: asks whether the voter would vote in epoch
@@ -120,11 +120,11 @@ typedef struct bq_el_reply {
 
 /* What the caller must do after a call, in this order (bit set). */
 enum {
-    BQ_EL_PERSIST = 1u << 0,   /* epoch or voted_for changed: store both durably first */
-    BQ_EL_REQUEST = 1u << 1,   /* send bq_el_current_request to every other voter */
-    BQ_EL_LEAD = 1u << 2,      /* became primary of epoch: open it in the log, feed */
-    BQ_EL_STEP_DOWN = 1u << 3, /* was primary or candidate, now a follower of epoch */
-    BQ_EL_FENCE = 1u << 4,     /* fenced changed: see e->fenced */
+    BQ_EL_PERSIST = 1u << 0,     /* epoch or voted_for changed: store both durably first */
+    BQ_EL_REQUEST = 1u << 1,     /* send bq_el_current_request to every other voter */
+    BQ_EL_LEAD = 1u << 2,        /* became primary of epoch: open it in the log, feed */
+    BQ_EL_STEP_DOWN = 1u << 3,   /* was primary or candidate, now a follower of epoch */
+    BQ_EL_FENCE = 1u << 4,       /* fenced changed: see e->fenced */
     BQ_EL_NEW_PRIMARY = 1u << 5, /* primary changed: see e->primary (may be -1) */
 };
 
@@ -171,8 +171,7 @@ unsigned bq_el_on_reply(bq_election_t *e, int64_t now, size_t from, const bq_el_
 /* A follower got a message (hello reply, frames, heartbeat) from `from`,
  * primary of epoch. Returns effects; false in *accept when epoch is stale
  * (below ours) or not plausible: drop that connection. */
-unsigned bq_el_on_primary(bq_election_t *e, int64_t now, size_t from, uint64_t epoch,
-                          bool *accept);
+unsigned bq_el_on_primary(bq_election_t *e, int64_t now, size_t from, uint64_t epoch, bool *accept);
 
 /* The primary got from voter `from`, in epoch, an acknowledgement echoing a
  * message the primary sent at sent_at (its own clock). Returns effects (a

@@ -31,11 +31,11 @@
 typedef struct conn conn_t;
 
 typedef struct slot {
-    conn_t *conn;  /* NULL when not connected */
+    conn_t *conn; /* NULL when not connected */
     bq_sender_t sender;
-    bool resyncing; /* its acks describe a log being replaced: ignored */
-    bool witness;   /* a voter without jobs: heartbeats only, no frames; its floor
-                       counts for the commit point while degraded */
+    bool resyncing;   /* its acks describe a log being replaced: ignored */
+    bool witness;     /* a voter without jobs: heartbeats only, no frames; its floor
+                         counts for the commit point while degraded */
     bool floor_asked; /* witness: a heartbeat naming a higher floor awaits its ack */
     int64_t clock_offset_ms;
 } slot_t;
@@ -45,14 +45,14 @@ struct conn {
     bq_link_t *link;
     int slot; /* -1 until its Hello is accepted */
     bool closed;
-    bool routine; /* a vote answered, or a standby told we are not the primary */
+    bool routine;   /* a vote answered, or a standby told we are not the primary */
     int64_t opened; /* monotonic ns */
     char source[BQ_ADMIT_SOURCE_MAX]; /* the peer's address, without port */
 };
 
 typedef struct sample {
-    uint64_t lsn; /* frames up to here were written ... */
-    int64_t at;   /* ... at or after this time (within SAMPLE_NS) */
+    uint64_t lsn;   /* frames up to here were written ... */
+    int64_t at;     /* ... at or after this time (within SAMPLE_NS) */
     uint64_t bytes; /* binlog bytes written up to lsn */
 } sample_t;
 
@@ -602,8 +602,8 @@ static void on_deadline(uv_timer_t *t)
     committed(t->data);
 }
 
-bq_feeder_t *bq_feeder_new(uv_loop_t *loop, const bq_feeder_config_t *cfg,
-                           const bq_repl_log_t *log, void (*cb)(void *arg), void *arg)
+bq_feeder_t *bq_feeder_new(uv_loop_t *loop, const bq_feeder_config_t *cfg, const bq_repl_log_t *log,
+                           void (*cb)(void *arg), void *arg)
 {
     bq_feeder_t *f = calloc(1, sizeof *f);
     if (!f)
@@ -620,8 +620,8 @@ bq_feeder_t *bq_feeder_new(uv_loop_t *loop, const bq_feeder_config_t *cfg,
         f->witness[i] = cfg->repl.peers[i].witness;
     }
     f->last_lsn = f->office_lsn = log->written_lsn(log->arg);
-    bq_commit_init(&f->commit, f->cfg.repl.npeers, cfg->primary ? cfg->sync_need : 0,
-                   cfg->fallback, cfg->sync_timeout_ns, f->last_lsn, mono_now());
+    bq_commit_init(&f->commit, f->cfg.repl.npeers, cfg->primary ? cfg->sync_need : 0, cfg->fallback,
+                   cfg->sync_timeout_ns, f->last_lsn, mono_now());
     f->commit.self_counts = cfg->count_self;
     f->commit.self_durable = f->last_lsn; /* replayed: on disk */
     uv_timer_init(loop, &f->beat);

@@ -39,20 +39,20 @@ typedef struct bq_feeder_config {
     bool primary;            /* false: refuse every standby (NOT_PRIMARY) */
     const char *client_host; /* where standbys proxy clients to; NULL: our --peer host */
     const char *client_port;
-    unsigned sync_need;      /* --sync-standbys */
+    unsigned sync_need; /* --sync-standbys */
     bq_fallback_t fallback;
     int64_t sync_timeout_ns;
-    bool count_self;         /* the primary counts as a copy only when durable
-                                (automatic failover; replication/commit.h) */
+    bool count_self; /* the primary counts as a copy only when durable
+                        (automatic failover; replication/commit.h) */
     bq_feeder_hooks_t hooks;
 } bq_feeder_config_t;
 
 /* Per standby, for the status and stats. */
 typedef struct bq_feeder_standby {
     const char *name;
-    bool witness;            /* a voter without jobs (heartbeats only) */
+    bool witness; /* a voter without jobs (heartbeats only) */
     bool connected, in_sync;
-    const char *addr;        /* "ip:port" while connected */
+    const char *addr; /* "ip:port" while connected */
     uint64_t sent, written, flushed, applied;
     uint64_t lag_records;    /* our last LSN - its applied LSN */
     uint64_t lag_bytes;      /* binlog bytes between them (approximate) */
@@ -65,8 +65,8 @@ typedef struct bq_feeder_standby {
  * borrowed). committed(arg) is called when the commit point may have moved
  * (an ack arrived, or the sync state changed). Returns new (free with
  * bq_feeder_free) or NULL when out of memory. */
-bq_feeder_t *bq_feeder_new(uv_loop_t *loop, const bq_feeder_config_t *cfg,
-                           const bq_repl_log_t *log, void (*committed)(void *arg), void *arg);
+bq_feeder_t *bq_feeder_new(uv_loop_t *loop, const bq_feeder_config_t *cfg, const bq_repl_log_t *log,
+                           void (*committed)(void *arg), void *arg);
 
 /* Starts listening on host:port. 0, or a negative libuv error (the caller
  * logs the outcome: node/cluster/cluster.c). */

@@ -100,7 +100,7 @@ bq_follow_status_t bq_follow_frames(bq_follow_t *f, const uint8_t *data, size_t 
 const char *bq_follow_status_name(bq_follow_status_t st)
 {
     static const char *const names[] = {
-        "ok",          "bad frame",   "lsn gap", "old epoch", "epoch above the primary's",
+        "ok",          "bad frame",         "lsn gap", "old epoch", "epoch above the primary's",
         "bad welcome", "bad segment start",
     };
     return st <= BQ_FOLLOW_BAD_SEGMENT ? names[st] : "unknown";

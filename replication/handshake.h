@@ -26,16 +26,16 @@ typedef struct bq_hs_segment {
 
 typedef struct bq_hs_primary {
     const char *cluster_id;
-    const char *node_id;      /* the primary's own */
-    uint64_t epoch;           /* its current epoch */
-    uint64_t last_lsn;        /* its last frame (0 with none) */
+    const char *node_id;         /* the primary's own */
+    uint64_t epoch;              /* its current epoch */
+    uint64_t last_lsn;           /* its last frame (0 with none) */
     const bq_hs_segment_t *segs; /* retained segments, oldest first (nsegs >= 1) */
     size_t nsegs;
     const char *const *peers; /* node ids allowed to follow (the other peers) */
     const bool *witness;      /* per peer: declared a witness (NULL: none is) */
     size_t npeers;
-    const char *tls_name;     /* the name the standby's certificate matched;
-                                 NULL in plaintext */
+    const char *tls_name; /* the name the standby's certificate matched;
+                             NULL in plaintext */
 } bq_hs_primary_t;
 
 typedef enum bq_hs_action {

@@ -28,8 +28,8 @@
 
 struct bq_link {
     bq_stream_t *stream;
-    uv_timer_t deadline; /* connect + handshake; opens an accepted plaintext link */
-    bq_resolve_t *resolve; /* the lookup of the peer's name, until its callback */
+    uv_timer_t deadline;    /* connect + handshake; opens an accepted plaintext link */
+    bq_resolve_t *resolve;  /* the lookup of the peer's name, until its callback */
     struct addrinfo *addrs; /* resolved, borrowed by the stream while it connects */
     bq_link_config_t cfg;
     bq_link_callbacks_t cbs;

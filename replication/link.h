@@ -1,8 +1,8 @@
 /* A replication link: one TCP connection on the libuv loop (a stream,
  * replication/stream.h) carrying length-prefixed bq.repl messages
  * (replication/wire.h), inside mutual TLS (replication/tls.h) or, only when
- * the test flag --repl-plaintext is given, in plaintext. Used by both sides: the primary accepts links from standbys,
- * a standby connects one to the primary.
+ * the test flag --repl-plaintext is given, in plaintext. Used by both sides: the primary accepts
+ * links from standbys, a standby connects one to the primary.
  *
  * A link that does not complete its TLS handshake within handshake_ms, or
  * receives no byte for idle_ms, is closed ("timeout"): with heartbeats every
@@ -42,9 +42,9 @@ typedef struct bq_link_config {
     SSL_CTX *tls;             /* borrowed; NULL for plaintext (tests only) */
     const char *const *names; /* names the peer's certificate may match */
     size_t nnames;
-    uint32_t max_message;     /* largest message accepted (wire decoder limit) */
-    uint64_t handshake_ms;    /* deadline to connect and finish the TLS handshake (0 = none) */
-    uint64_t idle_ms;         /* close after this long without a received byte */
+    uint32_t max_message;  /* largest message accepted (wire decoder limit) */
+    uint64_t handshake_ms; /* deadline to connect and finish the TLS handshake (0 = none) */
+    uint64_t idle_ms;      /* close after this long without a received byte */
 } bq_link_config_t;
 
 /* Queued bytes above which a sender should pause until on_writable. */

@@ -41,7 +41,7 @@ struct bq_receiver {
     char primary[64];
     char security[16];
     uint64_t p_epoch, p_last, p_commit;
-    int64_t echo; /* `sent` of the primary's last heartbeat */
+    int64_t echo;      /* `sent` of the primary's last heartbeat */
     uint64_t heard_at; /* loop ms of the last message */
     const char *names[1];
 };
@@ -164,8 +164,7 @@ static void on_frames(bq_receiver_t *r, const Bq__Repl__Frames *fr)
         return;
     }
     int rc = r->resyncing ? k->resync_frames(k->arg, fr->data.data, fr->data.len)
-                          : k->frames(k->arg, fr->data.data, fr->data.len, last,
-                                      r->follow.epoch);
+                          : k->frames(k->arg, fr->data.data, fr->data.len, last, r->follow.epoch);
     if (rc != 0) {
         drop(r, BQ_REPORT_ERROR, "cannot take the frames", NULL);
         return;

@@ -22,8 +22,8 @@
 
 /* The primary a standby follows, as its Welcome described it. */
 typedef struct bq_repl_primary {
-    const char *node;     /* its node id */
-    const char *host;     /* where clients are proxied to: its client address */
+    const char *node; /* its node id */
+    const char *host; /* where clients are proxied to: its client address */
     const char *port;
     const char *security; /* the link's protocol: "TLSv1.3" etc. */
     bool resync;          /* the stream starts with a full resync */

@@ -25,10 +25,10 @@ typedef struct bq_repl_config {
     const char *node_id;         /* ours */
     const bq_repl_peer_t *peers; /* the other nodes (not us) */
     size_t npeers;
-    SSL_CTX *tls_server;         /* accepting side; NULL with --repl-plaintext */
-    SSL_CTX *tls_client;         /* connecting side; NULL with --repl-plaintext */
-    uint64_t idle_ms;            /* --repl-timeout: a silent link is dropped */
-    bool witness;                /* this node is a witness: heartbeats, no frames */
+    SSL_CTX *tls_server; /* accepting side; NULL with --repl-plaintext */
+    SSL_CTX *tls_client; /* connecting side; NULL with --repl-plaintext */
+    uint64_t idle_ms;    /* --repl-timeout: a silent link is dropped */
+    bool witness;        /* this node is a witness: heartbeats, no frames */
 } bq_repl_config_t;
 
 /* A segment of the node's binlog. */

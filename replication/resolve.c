@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_SOCKS 16  /* a UDP and a TCP socket per DNS server, at most */
-#define TRY_MS 1000   /* c-ares' timeout of one query to one server */
+#define MAX_SOCKS 16 /* a UDP and a TCP socket per DNS server, at most */
+#define TRY_MS 1000  /* c-ares' timeout of one query to one server */
 #define TRIES 2
 
 typedef struct rsock {
@@ -34,7 +34,7 @@ struct bq_resolve {
     ares_channel ch;
     uv_timer_t timer;
     rsock_t socks[MAX_SOCKS];
-    int handles; /* open handles (the timer, polls): freed when 0 */
+    int handles;       /* open handles (the timer, polls): freed when 0 */
     uint64_t deadline; /* uv_now */
     bq_resolve_cb cb;
     void *arg;
@@ -296,8 +296,8 @@ static int open_channel(bq_resolve_t *q)
     o.sock_state_cb_data = q;
     o.timeout = TRY_MS;
     o.tries = TRIES;
-    int r = ares_init_options(&q->ch, &o,
-                              ARES_OPT_SOCK_STATE_CB | ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES);
+    int r =
+        ares_init_options(&q->ch, &o, ARES_OPT_SOCK_STATE_CB | ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES);
     if (r != ARES_SUCCESS)
         return r == ARES_ENOMEM ? UV_ENOMEM : UV_EAI_FAIL;
 #ifdef BQ_TEST_HOOKS /* only with -DBQ_TEST_HOOKS=ON (CMakeLists.txt); docs/security.md */

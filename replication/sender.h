@@ -17,11 +17,11 @@
 typedef struct bq_sender {
     const bq_repl_log_t *log;
     bq_link_t *link;
-    int fd;             /* the segment being read */
-    bq_repl_seg_t seg;  /* its description when opened */
-    uint64_t off;       /* next byte to read in it */
-    bool announced;     /* its SegmentStart was sent */
-    uint64_t next_lsn;  /* the next frame to send */
+    int fd;            /* the segment being read */
+    bq_repl_seg_t seg; /* its description when opened */
+    uint64_t off;      /* next byte to read in it */
+    bool announced;    /* its SegmentStart was sent */
+    uint64_t next_lsn; /* the next frame to send */
     uint64_t sent_bytes;
     uint8_t *buf;
     size_t cap;

@@ -38,18 +38,18 @@ struct bq_stream {
     bq_stream_config_t cfg;
     bq_stream_callbacks_t cbs;
     void *arg;
-    bq_tls_t *tls;                     /* NULL in plaintext */
-    const struct addrinfo *next;       /* connecting: tried after a failure */
-    uint8_t *out;                      /* ciphertext gathered during one TLS operation */
+    bq_tls_t *tls;               /* NULL in plaintext */
+    const struct addrinfo *next; /* connecting: tried after a failure */
+    uint8_t *out;                /* ciphertext gathered during one TLS operation */
     size_t out_len, out_cap;
-    bool out_failed;                   /* out could not grow */
-    size_t queued;                     /* bytes of unfinished uv_writes */
+    bool out_failed; /* out could not grow */
+    size_t queued;   /* bytes of unfinished uv_writes */
     bool want_read, reading, connected, opened, sniffing, eof, above_high;
     bool failed, closing, lingering, handles_closing;
-    int pending;                       /* close callbacks still to come */
+    int pending; /* close callbacks still to come */
     char addr[80];
     char ip[64];
-    uint8_t rbuf[];                    /* cfg.read_size bytes */
+    uint8_t rbuf[]; /* cfg.read_size bytes */
 };
 
 typedef struct wreq {
@@ -61,7 +61,7 @@ typedef struct wreq {
 
 /* Reports a failure to the owner, once and never while closing. */
 __attribute__((format(printf, 3, 4))) static void fail(bq_stream_t *s, int err, const char *fmt,
-                                                        ...)
+                                                       ...)
 {
     if (s->failed || s->closing)
         return;

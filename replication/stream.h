@@ -36,11 +36,13 @@ typedef struct bq_stream bq_stream_t;
 
 /* on_error's err, besides libuv's codes (UV_EOF: the peer ended its output;
  * UV_ETIMEDOUT: nothing received for idle_ms; UV_ENOMEM: out of memory). */
-#define BQ_STREAM_ETLS_HANDSHAKE (-20001) /* TLS refused the peer, or was refused, before the
-                                             handshake completed (counted in
-                                             bq_tls_handshake_failures) */
-#define BQ_STREAM_ETLS (-20002)           /* TLS failed after it: an alert, a bad record, the
-                                             peer's close_notify, a write refused */
+#define BQ_STREAM_ETLS_HANDSHAKE                                                                   \
+    (-20001) /* TLS refused the peer, or was refused, before the                                   \
+                handshake completed (counted in                                                    \
+                bq_tls_handshake_failures) */
+#define BQ_STREAM_ETLS                                                                             \
+    (-20002) /* TLS failed after it: an alert, a bad record, the                                   \
+                peer's close_notify, a write refused */
 
 typedef struct bq_stream_callbacks {
     /* Optional. The stream is usable: TLS established (and the peer's

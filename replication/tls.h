@@ -26,8 +26,8 @@ typedef struct bq_tls_files {
 } bq_tls_files_t;
 
 /* Makes a context for the server (accepting) or client (connecting) side
- * from the files: requires and verifies the peer's certificate, TLS 1.3. Returns a new SSL_CTX (free with SSL_CTX_free), or NULL with a
- * message in err (file missing, key mismatch, ...). */
+ * from the files: requires and verifies the peer's certificate, TLS 1.3. Returns a new SSL_CTX
+ * (free with SSL_CTX_free), or NULL with a message in err (file missing, key mismatch, ...). */
 SSL_CTX *bq_tls_ctx_new(bool server, const bq_tls_files_t *files, char *err, size_t errlen);
 
 typedef struct bq_tls bq_tls_t;

@@ -171,8 +171,8 @@ static void reset(bq_wire_decoder_t *d)
     d->have = 0;
 }
 
-bq_wire_status_t bq_wire_decode(bq_wire_decoder_t *d, const uint8_t *data, size_t len,
-                                size_t *used, Bq__Repl__Message **msg)
+bq_wire_status_t bq_wire_decode(bq_wire_decoder_t *d, const uint8_t *data, size_t len, size_t *used,
+                                Bq__Repl__Message **msg)
 {
     size_t off = 0;
     *msg = NULL;

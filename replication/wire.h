@@ -43,7 +43,7 @@ typedef enum bq_wire_status {
 } bq_wire_status_t;
 
 typedef struct bq_wire_decoder {
-    uint32_t max;       /* largest message length accepted */
+    uint32_t max; /* largest message length accepted */
     uint8_t prefix[BQ_WIRE_PREFIX];
     size_t prefix_have; /* bytes of the prefix received */
     uint8_t *buf;       /* the message being received (owned) */
@@ -63,12 +63,11 @@ void bq_wire_decoder_limit(bq_wire_decoder_t *d, uint32_t max);
 
 /* Consumes bytes of data[0..len) into d, stopping after the first complete
  * message (unpacked with at most twice its length plus 4 KiB of memory, so
- * that fields we do not know cannot make it grow without bound): sets *used to the bytes consumed and, on BQ_WIRE_MESSAGE, *msg
- * to a new message (the caller owns it: bq_wire_free). Call again with the
- * rest. After BQ_WIRE_TOO_BIG, BAD or NOMEM the decoder is unusable until
- * freed. */
-bq_wire_status_t bq_wire_decode(bq_wire_decoder_t *d, const uint8_t *data, size_t len,
-                                size_t *used, Bq__Repl__Message **msg);
+ * that fields we do not know cannot make it grow without bound): sets *used to the bytes consumed
+ * and, on BQ_WIRE_MESSAGE, *msg to a new message (the caller owns it: bq_wire_free). Call again
+ * with the rest. After BQ_WIRE_TOO_BIG, BAD or NOMEM the decoder is unusable until freed. */
+bq_wire_status_t bq_wire_decode(bq_wire_decoder_t *d, const uint8_t *data, size_t len, size_t *used,
+                                Bq__Repl__Message **msg);
 
 /* Frees a message from bq_wire_decode. NULL is a no-op. */
 void bq_wire_free(Bq__Repl__Message *msg);

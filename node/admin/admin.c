@@ -63,10 +63,10 @@
 #define PER_SOURCE 16 /* a kubelet's probes share one address, as may clients behind a NAT */
 #define REQUEST_TIMEOUT_MS 5000
 #define READ_CHUNK 16384
-#define IN_SOFT ((size_t)32 * 1024)  /* reading stops while this much input waits */
-#define IN_HARD ((size_t)128 * 1024) /* more buffered input than this closes the connection */
+#define IN_SOFT ((size_t)32 * 1024)   /* reading stops while this much input waits */
+#define IN_HARD ((size_t)128 * 1024)  /* more buffered input than this closes the connection */
 #define OUT_HIGH ((size_t)256 * 1024) /* parsing pauses until answers fall below half */
-#define NAME_MAX_LEN 64 /* node names are 1 to 63 bytes (node/base/flags.c) */
+#define NAME_MAX_LEN 64               /* node names are 1 to 63 bytes (node/base/flags.c) */
 
 typedef struct conn conn_t;
 
@@ -83,8 +83,8 @@ struct conn {
     bool in_failed;   /* the input buffer could not grow */
     char *in;         /* plaintext not parsed yet */
     size_t in_len, in_cap;
-    bq_http_request_t req; /* the request being parsed, its slices in `in` */
-    size_t head_seen;      /* bytes of a partial head already parsed; 0 between requests */
+    bq_http_request_t req;     /* the request being parsed, its slices in `in` */
+    size_t head_seen;          /* bytes of a partial head already parsed; 0 between requests */
     bq_admin_reply_t *pending; /* the request being answered by a handler */
     bool processing, closing;
     bool answered;  /* at least one answer sent: between requests it is idle */
@@ -410,7 +410,7 @@ static void handle_request(conn_t *c)
                            "path=\"%s\" client=%s why=\"%s\"", rt->path, c->peer, refusal);
             send_text(c, 403, refusal, NULL, false, q->keep_alive);
         } else if (rt->post ? q->method == BQ_HTTP_POST
-                          : q->method == BQ_HTTP_GET || q->method == BQ_HTTP_HEAD)
+                            : q->method == BQ_HTTP_GET || q->method == BQ_HTTP_HEAD)
             rt->serve(c, q);
         else
             send_text(c, 405, "method not allowed", rt->post ? "POST" : "GET, HEAD", is_head(q),

@@ -46,14 +46,14 @@ typedef struct bq_admin_handlers {
 } bq_admin_handlers_t;
 
 typedef struct bq_admin_config {
-    const char *host;      /* numeric address to listen on */
+    const char *host; /* numeric address to listen on */
     int port;
-    SSL_CTX *tls;          /* borrowed; required unless host is a loopback address,
-                              where the port then answers both TLS and plaintext */
+    SSL_CTX *tls;             /* borrowed; required unless host is a loopback address,
+                                 where the port then answers both TLS and plaintext */
     const char *const *names; /* names a client certificate may be taken for (this node
                                  and "beanstalkctl"); borrowed */
     size_t nnames;
-    const char *self;      /* this node's id (NULL: a single node): the POST rule */
+    const char *self;            /* this node's id (NULL: a single node): the POST rule */
     unsigned request_timeout_ms; /* a request must arrive whole within this after the
                                     connection or the previous answer; 0: 10 s (tests
                                     set less) */

@@ -163,8 +163,7 @@ static void connection_options(bq_http_request_t *r, const char *v, size_t n)
 }
 
 /* Acts on the header fields that matter here; v[0..vn) is the trimmed value. */
-static int header_field(bq_http_request_t *r, const char *name, size_t nn, const char *v,
-                        size_t vn)
+static int header_field(bq_http_request_t *r, const char *name, size_t nn, const char *v, size_t vn)
 {
     if (ieq(name, nn, "host")) {
         if (r->scan.host)

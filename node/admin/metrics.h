@@ -70,9 +70,9 @@ int bq_metrics_parse_stat(const char *stat, long ticks, long page, uint64_t btim
 typedef struct bq_metrics_source {
     const char *version;
     const bq_metrics_engine_t *engine;
-    const bq_metrics_binlog_t *binlog;      /* NULL without -b */
-    const bq_cluster_status_t *cluster;     /* NULL on a single beanstalkd */
-    const bq_metrics_process_t *process;    /* NULL when /proc could not be read */
+    const bq_metrics_binlog_t *binlog;   /* NULL without -b */
+    const bq_cluster_status_t *cluster;  /* NULL on a single beanstalkd */
+    const bq_metrics_process_t *process; /* NULL when /proc could not be read */
     uint64_t tls_failures_replication, tls_failures_admin;
 } bq_metrics_source_t;
 

@@ -55,8 +55,7 @@ static void sync_metrics(bq_prom_t *p, const bq_cluster_status_t *st)
            fallbacks, 2, st->fallback_async ? "async" : "refuse");
     if (!st->sync_state)
         return; /* a standby */
-    one_of(p, P "sync_state", "1 for the primary's sync state", "state", states, 5,
-           st->sync_state);
+    one_of(p, P "sync_state", "1 for the primary's sync state", "state", states, 5, st->sync_state);
     gauge(p, P "sync_degraded", "1 while fallback async is in force (acks without standbys)",
           strcmp(st->sync_state, "degraded") == 0);
     gauge(p, P "standbys_in_sync", "standbys connected and in sync", (double)st->in_sync);
@@ -95,8 +94,7 @@ static void standby_metrics(bq_prom_t *p, const bq_cluster_status_t *st)
     for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++) {
         bq_prom_family(p, fam[f].name, "gauge", fam[f].help);
         for (size_t i = 0; i < st->nstandbys; i++)
-            bq_prom_labeled(p, "standby", st->standbys[i].name,
-                            standby_value(&st->standbys[i], f));
+            bq_prom_labeled(p, "standby", st->standbys[i].name, standby_value(&st->standbys[i], f));
     }
 }
 
@@ -123,8 +121,8 @@ static void event_metrics(bq_prom_t *p)
              BQ_COUNTER_BECAME_PRIMARY, "standby", BQ_COUNTER_BECAME_STANDBY);
     counter(p, P "fencings_total", "times this primary lost its majority and stopped acking",
             BQ_COUNTER_FENCINGS);
-    counter2(p, P "switchovers_total", "switchovers this primary ran, by outcome", "result",
-             "done", BQ_COUNTER_SWITCHOVERS_DONE, "failed", BQ_COUNTER_SWITCHOVERS_FAILED);
+    counter2(p, P "switchovers_total", "switchovers this primary ran, by outcome", "result", "done",
+             BQ_COUNTER_SWITCHOVERS_DONE, "failed", BQ_COUNTER_SWITCHOVERS_FAILED);
     counter(p, P "forced_promotions_total", "promotions forced on this node (promote --force)",
             BQ_COUNTER_FORCED_PROMOTIONS);
     counter(p, P "resyncs_total", "full resyncs this standby installed", BQ_COUNTER_RESYNCS);

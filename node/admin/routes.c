@@ -231,9 +231,10 @@ static void h_promote(void *arg, bool force, bq_admin_reply_t *r)
         bq_admin_respond(r, 409, why);
         return;
     }
-    bq_admin_respond(r, 202, force ? "promotion forced: this node restarts as the primary"
-                                   : "election started: this node becomes the primary if a "
-                                     "majority of voters agrees");
+    bq_admin_respond(r, 202,
+                     force ? "promotion forced: this node restarts as the primary"
+                           : "election started: this node becomes the primary if a "
+                             "majority of voters agrees");
 }
 
 static void switchover_done(void *arg, int status, const char *text)

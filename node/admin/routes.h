@@ -36,5 +36,4 @@ int bq_admin_routes_start(const bq_admin_node_t *node, const bq_flags_t *f, bq_a
  * out of memory. */
 char *bq_admin_status_json(const bq_cluster_status_t *st);
 
-
 #endif

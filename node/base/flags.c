@@ -795,45 +795,45 @@ bq_flags_admin_scope_t bq_flags_admin_scope(const bq_flags_t *f)
 
 static void usage_cluster(FILE *out)
 {
-    fprintf(out,
-            "\n"
-            "Cluster options (without --role, a single beanstalkd):\n"
-            " --role primary|standby|witness\n"
-            "                         this node's role; requires -b DIR (a witness\n"
-            "                         votes in elections and stores no jobs)\n"
-            " --node-id NAME          this node, one of the --peer names\n"
-            " --cluster-id ID         the same on every node (default %s)\n"
-            " --peer NAME=HOST:PORT   a node's replication address; one per node, this\n"
-            "                         one included (at most %d); IPv6 as [ADDR]:PORT\n"
-            " --witness NAME          that peer is a witness: it votes and stores no\n"
-            "                         jobs (repeatable; every node must say so)\n"
-            " --repl-listen HOST:PORT replication listen address (default: our --peer)\n"
-            " --tls-cert FILE --tls-key FILE --tls-ca FILE\n"
-            "                         TLS for replication (all three required)\n"
-            USAGE_REPL_PLAINTEXT
-            " --sync-standbys N       standbys that must store a write before it is\n"
-            "                         acknowledged (default 1 if there is a standby)\n"
-            " --sync-fallback async|refuse\n"
-            "                         too few standbys in sync for --sync-timeout:\n"
-            "                         acknowledge without them (default async) or\n"
-            "                         refuse writes (strict)\n"
-            " --sync-timeout MS       how long replies wait for standbys that are\n"
-            "                         missing or make no progress (default %d)\n"
-            " --repl-timeout MS       drop a replication link silent for MS, >= 100\n"
-            "                         (default %d)\n"
-            " --status-interval MS    log a status line every MS, 0 = never (default %d)\n"
-            " --failover auto|manual  auto: standbys elect a new primary when it is\n"
-            "                         gone (needs 3 voters); manual: beanstalkctl\n"
-            "                         promote (default manual)\n"
-            " --failover-timeout MS   auto: a primary silent for MS is gone, and a\n"
-            "                         primary cut off from a majority for MS stops\n"
-            "                         acknowledging writes, >= 100 (default %d)\n"
-            " --admin-listen [HOST:]PORT\n"
-            "                         the admin HTTP API (status, metrics, promote,\n"
-            "                         switchover); HOST defaults to 127.0.0.1, any\n"
-            "                         other than loopback needs the TLS flags\n",
-            DEFAULT_CLUSTER_ID, BQ_FLAGS_MAX_PEERS, DEFAULT_SYNC_TIMEOUT_MS,
-            DEFAULT_REPL_TIMEOUT_MS, DEFAULT_STATUS_INTERVAL_MS, DEFAULT_FAILOVER_TIMEOUT_MS);
+    fprintf(
+        out,
+        "\n"
+        "Cluster options (without --role, a single beanstalkd):\n"
+        " --role primary|standby|witness\n"
+        "                         this node's role; requires -b DIR (a witness\n"
+        "                         votes in elections and stores no jobs)\n"
+        " --node-id NAME          this node, one of the --peer names\n"
+        " --cluster-id ID         the same on every node (default %s)\n"
+        " --peer NAME=HOST:PORT   a node's replication address; one per node, this\n"
+        "                         one included (at most %d); IPv6 as [ADDR]:PORT\n"
+        " --witness NAME          that peer is a witness: it votes and stores no\n"
+        "                         jobs (repeatable; every node must say so)\n"
+        " --repl-listen HOST:PORT replication listen address (default: our --peer)\n"
+        " --tls-cert FILE --tls-key FILE --tls-ca FILE\n"
+        "                         TLS for replication (all three required)\n" USAGE_REPL_PLAINTEXT
+        " --sync-standbys N       standbys that must store a write before it is\n"
+        "                         acknowledged (default 1 if there is a standby)\n"
+        " --sync-fallback async|refuse\n"
+        "                         too few standbys in sync for --sync-timeout:\n"
+        "                         acknowledge without them (default async) or\n"
+        "                         refuse writes (strict)\n"
+        " --sync-timeout MS       how long replies wait for standbys that are\n"
+        "                         missing or make no progress (default %d)\n"
+        " --repl-timeout MS       drop a replication link silent for MS, >= 100\n"
+        "                         (default %d)\n"
+        " --status-interval MS    log a status line every MS, 0 = never (default %d)\n"
+        " --failover auto|manual  auto: standbys elect a new primary when it is\n"
+        "                         gone (needs 3 voters); manual: beanstalkctl\n"
+        "                         promote (default manual)\n"
+        " --failover-timeout MS   auto: a primary silent for MS is gone, and a\n"
+        "                         primary cut off from a majority for MS stops\n"
+        "                         acknowledging writes, >= 100 (default %d)\n"
+        " --admin-listen [HOST:]PORT\n"
+        "                         the admin HTTP API (status, metrics, promote,\n"
+        "                         switchover); HOST defaults to 127.0.0.1, any\n"
+        "                         other than loopback needs the TLS flags\n",
+        DEFAULT_CLUSTER_ID, BQ_FLAGS_MAX_PEERS, DEFAULT_SYNC_TIMEOUT_MS, DEFAULT_REPL_TIMEOUT_MS,
+        DEFAULT_STATUS_INTERVAL_MS, DEFAULT_FAILOVER_TIMEOUT_MS);
 }
 
 void bq_flags_usage(FILE *out, const char *prog)

@@ -56,43 +56,44 @@ typedef struct bq_flags_peer {
 
 typedef struct bq_flags {
     bq_flags_action_t action;
-    char error[160];        /* for BQ_FLAGS_USAGE, e.g. "unknown flag: -x" */
-    unsigned warnings;      /* BQ_FLAGS_WARN_* bits */
-    const char *addr;       /* -l; NULL = all addresses; "unix:/path" = unix socket */
-    const char *port;       /* -p; number or service name */
-    bool addr_given;        /* -l was given */
-    bool port_given;        /* -p was given */
-    size_t max_job_size;    /* -z, clamped to BQ_FLAGS_MAX_JOB_SIZE */
-    size_t binlog_size;     /* -s */
-    const char *binlog_dir; /* -b; NULL when absent */
-    bool want_sync;         /* false after -F, true after -f */
-    size_t fsync_ms;        /* -f */
-    bool skip_corrupt;      /* --binlog-skip-corrupt */
+    char error[160];           /* for BQ_FLAGS_USAGE, e.g. "unknown flag: -x" */
+    unsigned warnings;         /* BQ_FLAGS_WARN_* bits */
+    const char *addr;          /* -l; NULL = all addresses; "unix:/path" = unix socket */
+    const char *port;          /* -p; number or service name */
+    bool addr_given;           /* -l was given */
+    bool port_given;           /* -p was given */
+    size_t max_job_size;       /* -z, clamped to BQ_FLAGS_MAX_JOB_SIZE */
+    size_t binlog_size;        /* -s */
+    const char *binlog_dir;    /* -b; NULL when absent */
+    bool want_sync;            /* false after -F, true after -f */
+    size_t fsync_ms;           /* -f */
+    bool skip_corrupt;         /* --binlog-skip-corrupt */
     const char *import_dir;    /* --import-beanstalkd; NULL when absent */
     bool import_accept_prefix; /* --import-accept-prefix */
-    const char *user;       /* -u; NULL when absent */
-    bool check_config;      /* --check-config */
-    int verbose;            /* number of -V */
+    const char *user;          /* -u; NULL when absent */
+    bool check_config;         /* --check-config */
+    int verbose;               /* number of -V */
     /* cluster (docs/replication.md) */
-    bq_role_t role;               /* --role=primary|standby|witness */
-    const char *node_id;          /* --node-id NAME; must be one of the peers */
-    const char *cluster_id;       /* --cluster-id ID (default "beanstalkd-ha") */
+    bq_role_t role;                            /* --role=primary|standby|witness */
+    const char *node_id;                       /* --node-id NAME; must be one of the peers */
+    const char *cluster_id;                    /* --cluster-id ID (default "beanstalkd-ha") */
     bq_flags_peer_t peers[BQ_FLAGS_MAX_PEERS]; /* --peer, repeatable, every node incl. this one */
     size_t npeers;
-    const char *witnesses[BQ_FLAGS_MAX_PEERS]; /* --witness NAME, repeatable: peers that only vote */
+    const char
+        *witnesses[BQ_FLAGS_MAX_PEERS]; /* --witness NAME, repeatable: peers that only vote */
     size_t nwitnesses;
-    const char *repl_listen;      /* --repl-listen HOST:PORT (default: our --peer address) */
+    const char *repl_listen; /* --repl-listen HOST:PORT (default: our --peer address) */
     const char *tls_cert, *tls_key, *tls_ca; /* --tls-cert/--tls-key/--tls-ca FILE */
-    bool repl_plaintext;          /* --repl-plaintext (BQ_TEST_HOOKS builds: no TLS) */
-    long sync_standbys;           /* --sync-standbys N; -1 = default (1 with standbys) */
-    bool sync_fallback_async;     /* --sync-fallback async|refuse (default async) */
-    size_t sync_timeout_ms;       /* --sync-timeout MS (default 2000) */
-    size_t repl_timeout_ms;       /* --repl-timeout MS: a silent link is dropped (default 5000) */
-    size_t status_interval_ms;    /* --status-interval MS: status log line (default 10000, 0 off) */
-    bool failover_auto;           /* --failover=auto|manual (default manual) */
-    size_t failover_timeout_ms;   /* --failover-timeout MS (default 1000) */
-    const char *admin_listen;     /* --admin-listen [HOST:]PORT as HOST:PORT; NULL: none */
-    char admin_buf[300];          /* admin_listen when the host was left out */
+    bool repl_plaintext;                     /* --repl-plaintext (BQ_TEST_HOOKS builds: no TLS) */
+    long sync_standbys;                      /* --sync-standbys N; -1 = default (1 with standbys) */
+    bool sync_fallback_async;                /* --sync-fallback async|refuse (default async) */
+    size_t sync_timeout_ms;                  /* --sync-timeout MS (default 2000) */
+    size_t repl_timeout_ms;     /* --repl-timeout MS: a silent link is dropped (default 5000) */
+    size_t status_interval_ms;  /* --status-interval MS: status log line (default 10000, 0 off) */
+    bool failover_auto;         /* --failover=auto|manual (default manual) */
+    size_t failover_timeout_ms; /* --failover-timeout MS (default 1000) */
+    const char *admin_listen;   /* --admin-listen [HOST:]PORT as HOST:PORT; NULL: none */
+    char admin_buf[300];        /* admin_listen when the host was left out */
 } bq_flags_t;
 
 /* Parses argv[0..argc) (the arguments after the program name) into *f.
@@ -107,9 +108,9 @@ int bq_flags_describe(const bq_flags_t *f, char *buf, size_t cap);
 
 /* Where --admin-listen puts the admin API. */
 typedef enum bq_flags_admin_scope {
-    BQ_FLAGS_ADMIN_NONE,     /* no --admin-listen */
-    BQ_FLAGS_ADMIN_LOOPBACK, /* 127.0.0.0/8, ::1, ::ffff:127.0.0.0/104: plaintext allowed */
-    BQ_FLAGS_ADMIN_REMOTE,   /* any other numeric address: needs the TLS flags */
+    BQ_FLAGS_ADMIN_NONE,        /* no --admin-listen */
+    BQ_FLAGS_ADMIN_LOOPBACK,    /* 127.0.0.0/8, ::1, ::ffff:127.0.0.0/104: plaintext allowed */
+    BQ_FLAGS_ADMIN_REMOTE,      /* any other numeric address: needs the TLS flags */
     BQ_FLAGS_ADMIN_NOT_NUMERIC, /* a DNS name: the admin API cannot listen there */
 } bq_flags_admin_scope_t;
 

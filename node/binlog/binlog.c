@@ -350,15 +350,18 @@ int bq_binlog_start(bq_binlog_t *b, bq_engine_t *e, bq_now_t now)
     if (b->cfg.new_epoch)
         b->epoch = res.last_epoch + 1 > b->cfg.min_epoch ? res.last_epoch + 1 : b->cfg.min_epoch;
     if (b->cfg.follower) {
-        bq_log(BQ_LOG_INFO, "binlog open (standby)", "dir=\"%s\" jobs=%llu last_lsn=%llu epoch=%llu",
-               b->cfg.dir, (unsigned long long)b->live_jobs, (unsigned long long)res.last_lsn,
+        bq_log(BQ_LOG_INFO, "binlog open (standby)",
+               "dir=\"%s\" jobs=%llu last_lsn=%llu epoch=%llu", b->cfg.dir,
+               (unsigned long long)b->live_jobs, (unsigned long long)res.last_lsn,
                (unsigned long long)b->epoch);
         return 0;
     }
     resume_ids(b, e, &res);
     /* Past every number replay saw, even one it moved aside. */
     uint64_t seq =
-        (b->nsegs > 0 && bq__binlog_current(b)->seq > res.last_seq ? bq__binlog_current(b)->seq : res.last_seq) + 1;
+        (b->nsegs > 0 && bq__binlog_current(b)->seq > res.last_seq ? bq__binlog_current(b)->seq
+                                                                   : res.last_seq) +
+        1;
     r = open_segment(b, seq, now);
     if (r != 0) {
         bq_log(BQ_LOG_ERROR, "cannot create a binlog segment", "dir=\"%s\" seq=%llu err=\"%s\"",
@@ -913,7 +916,7 @@ void bq_binlog_free(bq_binlog_t *b)
         if (ftruncate(b->fd, (off_t)b->data_end) != 0 || fsync(b->fd) != 0)
             bq_log(BQ_LOG_ERROR, "cannot close the binlog segment", "err=\"%s\"", strerror(errno));
         else
-                close(b->fd);
+            close(b->fd);
     }
     free(b->segs);
     free(b->batch);

@@ -17,19 +17,19 @@
 typedef struct bq_binlog bq_binlog_t;
 
 typedef struct bq_binlog_config {
-    const char *dir;       /* -b (borrowed; must outlive the binlog) */
-    uint64_t seg_size;     /* -s */
-    bq_binlog_sync_t sync; /* -f 0, -f MS or -F */
-    uint64_t fsync_ms;     /* MS for BQ_BINLOG_SYNC_TIMED */
-    bool skip_corrupt;     /* --binlog-skip-corrupt */
-    bool follower;         /* standby: frames come from the primary (bq_binlog_follow_*) */
-    bool new_epoch;        /* primary: start a new epoch (the log's last epoch + 1) */
-    uint64_t min_epoch;    /* with new_epoch: at least this one (an epoch won or seen) */
+    const char *dir;        /* -b (borrowed; must outlive the binlog) */
+    uint64_t seg_size;      /* -s */
+    bq_binlog_sync_t sync;  /* -f 0, -f MS or -F */
+    uint64_t fsync_ms;      /* MS for BQ_BINLOG_SYNC_TIMED */
+    bool skip_corrupt;      /* --binlog-skip-corrupt */
+    bool follower;          /* standby: frames come from the primary (bq_binlog_follow_*) */
+    bool new_epoch;         /* primary: start a new epoch (the log's last epoch + 1) */
+    uint64_t min_epoch;     /* with new_epoch: at least this one (an epoch won or seen) */
     const char *node_id;    /* stamped in segment headers (borrowed); NULL = "" */
     const char *cluster_id; /* likewise */
-    bool standalone;       /* a single node (no cluster): a clean stop is marked in the
-                              log, and ids may go on after the highest logged one
-                              (docs/binlog.md, "Job ids after a restart") */
+    bool standalone;        /* a single node (no cluster): a clean stop is marked in the
+                               log, and ids may go on after the highest logged one
+                               (docs/binlog.md, "Job ids after a restart") */
 } bq_binlog_config_t;
 
 /* A segment on disk, for replication's sender. */
@@ -134,8 +134,7 @@ void bq_binlog_seg(const bq_binlog_t *b, size_t i, bq_binlog_seg_info_t *out);
  * one, syncs and closes the current segment, opens a new one at the next
  * LSN (checkpoint: it starts exactly at primary_first) and removes old
  * segments no longer needed. 0, or -errno (logged). */
-int bq_binlog_follow_segment(bq_binlog_t *b, uint64_t primary_first, uint64_t epoch,
-                             bq_now_t now);
+int bq_binlog_follow_segment(bq_binlog_t *b, uint64_t primary_first, uint64_t epoch, bq_now_t now);
 
 /* Standby: appends whole, checked frames data[0..len), the last with LSN
  * last_lsn, to this turn's batch. 0, or -1 when out of memory or no

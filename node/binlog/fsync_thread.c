@@ -71,8 +71,7 @@ static void on_async(uv_async_t *a)
         deliver(t, false);
 }
 
-int bq_fsync_thread_init(bq_fsync_thread_t *t, uv_loop_t *loop, bq_fsync_done_cb done_cb,
-                         void *arg)
+int bq_fsync_thread_init(bq_fsync_thread_t *t, uv_loop_t *loop, bq_fsync_done_cb done_cb, void *arg)
 {
     *t = (bq_fsync_thread_t){.loop = loop, .done_cb = done_cb, .arg = arg, .fd = -1};
     int r = uv_mutex_init(&t->lock);

@@ -13,11 +13,11 @@ typedef struct seg {
     uint64_t seq;
     uint64_t first_lsn, epoch; /* from its header */
     int64_t created_wall;
-    uint64_t data_start;       /* offset of its first frame */
-    bool checkpoint;           /* it starts with a checkpoint */
-    uint64_t size;      /* bytes on disk (the preallocation of the current one) */
-    uint64_t jobs;      /* live jobs whose latest full record is in it */
-    uint64_t moved_lsn; /* the last record that took a job out of it */
+    uint64_t data_start; /* offset of its first frame */
+    bool checkpoint;     /* it starts with a checkpoint */
+    uint64_t size;       /* bytes on disk (the preallocation of the current one) */
+    uint64_t jobs;       /* live jobs whose latest full record is in it */
+    uint64_t moved_lsn;  /* the last record that took a job out of it */
     uint64_t gone_after; /* compaction decided to remove it: everything written by
                             then (0: not yet) must be fsynced before it goes */
 } seg_t;
@@ -37,7 +37,7 @@ struct bq_binlog {
     size_t batch_len, batch_cap;
     bq_binlog_lsns_t lsns;
     uint64_t release;
-    uint64_t synced_told;  /* the durable LSN at the last released call */
+    uint64_t synced_told; /* the durable LSN at the last released call */
     uint64_t epoch;
     uint64_t follow_first; /* standby: the primary's segment the current one follows */
     void (*written)(void *arg);
@@ -63,9 +63,9 @@ struct bq_binlog {
     size_t mig_cursor;
     bool mig_hit;
     uint64_t written_ct, migrated_ct;
-    uint64_t counted_ct; /* records of commands and compaction (stats) */
+    uint64_t counted_ct;   /* records of commands and compaction (stats) */
     bool sync_ever_failed; /* an fsync failed in this run: no clean-stop marker */
-    uint64_t bytes_out; /* bytes of frames written since start */
+    uint64_t bytes_out;    /* bytes of frames written since start */
     void (*released)(void *arg);
     void *released_arg;
     /* test seams */

@@ -101,8 +101,7 @@ static void follower_compact(bq_binlog_t *b)
     }
 }
 
-int bq_binlog_follow_segment(bq_binlog_t *b, uint64_t primary_first, uint64_t epoch,
-                             bq_now_t now)
+int bq_binlog_follow_segment(bq_binlog_t *b, uint64_t primary_first, uint64_t epoch, bq_now_t now)
 {
     if (b->fd >= 0 && b->follow_first == primary_first && b->epoch == epoch)
         return 0; /* the current segment already follows it */

@@ -41,10 +41,10 @@ typedef struct seg {
     int fd;
     const uint8_t *data; /* the file as it was opened, mapped; NULL when empty */
     size_t map_len;
-    size_t size;  /* bytes of data that count (less after a torn tail is cut) */
-    size_t end;   /* where its frames end */
-    bool clean;   /* no damage was skipped in it: frames may be appended at end */
-    bool moved;   /* moved aside as a whole */
+    size_t size; /* bytes of data that count (less after a torn tail is cut) */
+    size_t end;  /* where its frames end */
+    bool clean;  /* no damage was skipped in it: frames may be appended at end */
+    bool moved;  /* moved aside as a whole */
     char path[PATH_BYTES];
 } seg_t;
 
@@ -56,14 +56,14 @@ typedef struct replay {
     bq_replay_result_t *res;
     uint64_t *seqs;
     size_t nseqs;
-    size_t idx;            /* the segment being replayed */
-    uint64_t last;         /* LSN of the last applied frame, 0 before the first */
-    bool resync;           /* damage was skipped: the next frame's LSN may jump */
-    uint64_t max_first;    /* highest first_lsn among the headers replayed */
-    uint64_t max_epoch;    /* the epoch of that header */
-    bool surveyed;         /* all_first and all_bytes are known */
-    uint64_t all_first;    /* highest first_lsn of every segment's header */
-    uint64_t all_bytes;    /* size of every segment together */
+    size_t idx;         /* the segment being replayed */
+    uint64_t last;      /* LSN of the last applied frame, 0 before the first */
+    bool resync;        /* damage was skipped: the next frame's LSN may jump */
+    uint64_t max_first; /* highest first_lsn among the headers replayed */
+    uint64_t max_epoch; /* the epoch of that header */
+    bool surveyed;      /* all_first and all_bytes are known */
+    uint64_t all_first; /* highest first_lsn of every segment's header */
+    uint64_t all_bytes; /* size of every segment together */
 } replay_t;
 
 /* Maps the open segment s as a whole. 0, or -1 with errno set. */
@@ -319,8 +319,8 @@ static int cut_tail(replay_t *r, seg_t *s, size_t off, const char *why)
         return -1;
     }
     bq_log(BQ_LOG_WARN, "torn binlog tail cut off (its bytes are kept in the copy)",
-           "segment=\"%s\" offset=%zu bytes=%zu reason=\"%s\" copy=\"%s\"", s->path, off,
-           end - off, why, path);
+           "segment=\"%s\" offset=%zu bytes=%zu reason=\"%s\" copy=\"%s\"", s->path, off, end - off,
+           why, path);
     s->size = off;
     r->res->damaged++;
     return 0;
@@ -335,8 +335,8 @@ static int skip_damage(replay_t *r, seg_t *s, size_t off, size_t next, const cha
     if (end > off && copy_aside(r, s, off, end, path, sizeof path) != 0)
         return -1;
     bq_log(BQ_LOG_WARN, SKIP_WARNING,
-           "segment=\"%s\" offset=%zu bytes=%zu reason=\"%s\" copy=\"%s\" resumes_at=%s",
-           s->path, off, end - off, why, path, next == NONE ? "next-segment" : "next-frame");
+           "segment=\"%s\" offset=%zu bytes=%zu reason=\"%s\" copy=\"%s\" resumes_at=%s", s->path,
+           off, end - off, why, path, next == NONE ? "next-segment" : "next-frame");
     s->clean = false;
     r->resync = true;
     r->res->damaged++;
@@ -575,8 +575,7 @@ int bq_replay(const char *dir, bq_engine_t *e, bq_now_t now, bool skip_corrupt,
     free(r.seqs);
     if (rc == 0)
         bq_log(BQ_LOG_INFO, "binlog replayed",
-               "dir=\"%s\" segments=%zu records=%" PRIu64 " last_lsn=%" PRIu64
-               " damaged=%" PRIu64,
+               "dir=\"%s\" segments=%zu records=%" PRIu64 " last_lsn=%" PRIu64 " damaged=%" PRIu64,
                dir, r.nseqs, res->records, res->last_lsn, res->damaged);
     return rc;
 }

@@ -24,19 +24,19 @@
 
 typedef struct bq_replay_result {
     uint64_t first_seq, last_seq; /* segments found; 0 when there were none */
-    uint64_t last_lsn;   /* the last applied frame's LSN; with none, one less than the
-                            highest first_lsn of a segment header (0 without either):
-                            the next frame gets last_lsn + 1 */
-    uint64_t last_epoch; /* of that frame (or header) */
-    uint64_t end_offset; /* where the data of segment last_seq ends now (after any
-                            truncation): the next frame could go there; 0 when that
-                            segment was moved aside, its prefix is damaged or damage
-                            in it was skipped */
-    uint64_t records;    /* frames applied */
-    uint64_t damaged;    /* damaged regions found and dealt with (copied aside,
-                            truncated, moved aside, or LSN gaps skipped) */
-    uint64_t skipped;    /* of those, the ones replay went on past (skip_corrupt):
-                            records before the end of the log may be missing */
+    uint64_t last_lsn;            /* the last applied frame's LSN; with none, one less than the
+                                     highest first_lsn of a segment header (0 without either):
+                                     the next frame gets last_lsn + 1 */
+    uint64_t last_epoch;          /* of that frame (or header) */
+    uint64_t end_offset;          /* where the data of segment last_seq ends now (after any
+                                     truncation): the next frame could go there; 0 when that
+                                     segment was moved aside, its prefix is damaged or damage
+                                     in it was skipped */
+    uint64_t records;             /* frames applied */
+    uint64_t damaged;             /* damaged regions found and dealt with (copied aside,
+                                     truncated, moved aside, or LSN gaps skipped) */
+    uint64_t skipped;             /* of those, the ones replay went on past (skip_corrupt):
+                                     records before the end of the log may be missing */
 } bq_replay_result_t;
 
 /* Replays every segment of dir into e at now. 0, or -1 after logging why

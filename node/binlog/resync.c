@@ -127,8 +127,7 @@ static bool copy_id(char out[64], const char *s)
     return true;
 }
 
-int bq_resync_begin(bq_resync_t **out, const char *dir, const char *node_id,
-                    const char *cluster_id)
+int bq_resync_begin(bq_resync_t **out, const char *dir, const char *node_id, const char *cluster_id)
 {
     bq_resync_t *r = calloc(1, sizeof *r);
     if (!r)
@@ -240,8 +239,7 @@ int bq_resync_finish(bq_resync_t *r)
         rc = fail("resync: the download holds no segment", r->rdir, -EINVAL);
     if (rc == 0 && (rc = bq_segment_sync_dir(r->rdir)) != 0)
         fail("resync: cannot sync the download directory", r->rdir, rc);
-    if (rc == 0 && (rc = join(marker, r->rdir, COMPLETE)) == 0 &&
-        (rc = create_marker(marker)) != 0)
+    if (rc == 0 && (rc = join(marker, r->rdir, COMPLETE)) == 0 && (rc = create_marker(marker)) != 0)
         fail("resync: cannot write the COMPLETE marker", marker, rc);
     if (rc == 0 && (rc = bq_segment_sync_dir(r->rdir)) != 0)
         fail("resync: cannot sync the download directory", r->rdir, rc);

@@ -42,8 +42,8 @@ int bq_segment_open_file(const char *path, int flags, unsigned mode)
     if (!why)
         return fd;
     int e = why[0] == 'n' ? EINVAL : EPERM;
-    bq_log(BQ_LOG_ERROR, "refusing a file of the data directory", "path=\"%s\" why=\"%s\"",
-           path, why);
+    bq_log(BQ_LOG_ERROR, "refusing a file of the data directory", "path=\"%s\" why=\"%s\"", path,
+           why);
     close(fd);
     errno = e;
     return -1;
@@ -268,8 +268,8 @@ static bool copy_id(char *out, size_t cap, const char *s)
 }
 
 bq_segment_status_t bq_segment_decode_meta(const uint8_t *buf, size_t avail,
-                                           bq_segment_meta_t *meta, uint64_t *data_start,
-                                           char *err, size_t errlen)
+                                           bq_segment_meta_t *meta, uint64_t *data_start, char *err,
+                                           size_t errlen)
 {
     const uint8_t *hdr;
     uint32_t hlen;

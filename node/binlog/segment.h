@@ -67,8 +67,8 @@ int bq_segment_read_meta(int fd, bq_segment_meta_t *meta, uint64_t *data_start, 
  * BQ_SEGMENT_OK (0), or why the prefix is unusable with a message in err
  * (BQ_SEGMENT_SHORT: the file ends inside its prefix). */
 bq_segment_status_t bq_segment_decode_meta(const uint8_t *buf, size_t avail,
-                                           bq_segment_meta_t *meta, uint64_t *data_start,
-                                           char *err, size_t errlen);
+                                           bq_segment_meta_t *meta, uint64_t *data_start, char *err,
+                                           size_t errlen);
 
 /* fsyncs directory dir (after creating, renaming or removing a file in
  * it). 0 or -errno. */

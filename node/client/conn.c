@@ -61,14 +61,14 @@ struct bq_conn {
     char *in;        /* input the session has not consumed */
     size_t in_len, in_cap;
     int fd;
-    bool reading;   /* uv_read_start is in effect */
-    bool eof;       /* the peer shut down its side */
-    bool quit;      /* quit received */
-    bool finishing; /* no more input will be fed: close once output is flushed */
-    bool closing;   /* uv_close called */
-    bool throttled; /* too much unsent output: neither read nor feed */
-    bool writing;   /* a uv_write is in progress */
-    bool failed;    /* out of memory: close at the next chance */
+    bool reading;        /* uv_read_start is in effect */
+    bool eof;            /* the peer shut down its side */
+    bool quit;           /* quit received */
+    bool finishing;      /* no more input will be fed: close once output is flushed */
+    bool closing;        /* uv_close called */
+    bool throttled;      /* too much unsent output: neither read nor feed */
+    bool writing;        /* a uv_write is in progress */
+    bool failed;         /* out of memory: close at the next chance */
     uint64_t tagged_lsn; /* binlog: the highest LSN its output waits for */
     bq_trace_t trace;
 };
@@ -480,8 +480,7 @@ static void log_accept(bq_conn_t *c)
 
     if (!bq_log_enabled(BQ_LOG_DEBUG))
         return;
-    if (!c->cl->is_unix &&
-        uv_tcp_getpeername(&c->h.tcp, (struct sockaddr *)&ss, &len) == 0) {
+    if (!c->cl->is_unix && uv_tcp_getpeername(&c->h.tcp, (struct sockaddr *)&ss, &len) == 0) {
         if (ss.ss_family == AF_INET6) {
             uv_ip6_name((struct sockaddr_in6 *)&ss, host, sizeof host);
             port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
@@ -510,8 +509,7 @@ int bq_conn_open(bq_clients_t *cl, int fd)
         close(fd);
         return -1;
     }
-    int r = cl->is_unix ? uv_pipe_init(cl->loop, &c->h.pipe, 0)
-                                : uv_tcp_init(cl->loop, &c->h.tcp);
+    int r = cl->is_unix ? uv_pipe_init(cl->loop, &c->h.pipe, 0) : uv_tcp_init(cl->loop, &c->h.tcp);
     if (r != 0) {
         free(c);
         close(fd);

@@ -23,10 +23,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#define ACTIVATION_FD 3 /* SD_LISTEN_FDS_START */
+#define ACTIVATION_FD 3                  /* SD_LISTEN_FDS_START */
 #define PASSED_ON "beanstalkd-ha-reexec" /* LISTEN_FDNAMES of a socket we passed on */
-#define ACCEPT_BATCH 64 /* connections accepted per readable event */
-#define PAUSE_MS 100    /* accepting pauses this long after a persistent error */
+#define ACCEPT_BATCH 64                  /* connections accepted per readable event */
+#define PAUSE_MS 100                     /* accepting pauses this long after a persistent error */
 
 /* The inherited listen fd when systemd passed one to this process, else -1.
  * Unsets LISTEN_* like sd_listen_fds(1) so children do not inherit them. */

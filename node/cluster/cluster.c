@@ -139,12 +139,12 @@ int bq_cluster_start(bq_cluster_t **out, const bq_cluster_host_t *host, const bq
         (c->standby && start_receiver(c, &c->rc) != 0))
         return -1;
     if (f->status_interval_ms > 0)
-        uv_timer_start(&c->status, bq__cluster_on_status, f->status_interval_ms, f->status_interval_ms);
-    bq_log(BQ_LOG_INFO, "cluster mode", "role=%s node=%s cluster=%s epoch=%" PRIu64
-           " sync_standbys=%ld sync_fallback=%s",
-           bq__cluster_role_name(c), f->node_id, f->cluster_id,
-           bq_binlog_epoch(c->host.binlog), f->sync_standbys,
-           f->sync_fallback_async ? "async" : "refuse");
+        uv_timer_start(&c->status, bq__cluster_on_status, f->status_interval_ms,
+                       f->status_interval_ms);
+    bq_log(BQ_LOG_INFO, "cluster mode",
+           "role=%s node=%s cluster=%s epoch=%" PRIu64 " sync_standbys=%ld sync_fallback=%s",
+           bq__cluster_role_name(c), f->node_id, f->cluster_id, bq_binlog_epoch(c->host.binlog),
+           f->sync_standbys, f->sync_fallback_async ? "async" : "refuse");
     bq__cluster_tell_release(c);
     return 0;
 }
@@ -292,7 +292,7 @@ void bq__cluster_restart(bq_cluster_t *c, const char *why)
                "err=\"%s\"", strerror(errno));
     bq_metrics_counters_export_env();
     execv("/proc/self/exe", c->argv);
-    bq_log(BQ_LOG_ERROR, "cannot restart; exiting so a supervisor restarts us",
-           "err=\"%s\"", strerror(errno));
+    bq_log(BQ_LOG_ERROR, "cannot restart; exiting so a supervisor restarts us", "err=\"%s\"",
+           strerror(errno));
     _exit(1);
 }

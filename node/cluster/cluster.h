@@ -90,17 +90,17 @@ typedef struct bq_cluster_standby_status {
 typedef struct bq_cluster_status {
     const char *node_id, *cluster_id, *role; /* primary, standby, candidate... */
     uint64_t epoch, last_lsn, durable_lsn, commit_lsn;
-    const char *primary;     /* the primary's node id, or NULL when unknown */
+    const char *primary;         /* the primary's node id, or NULL when unknown */
     uint64_t primary_commit_lsn; /* standby: the commit LSN of the primary's last heartbeat */
     bool failover_auto, fenced, ready;
-    const char *not_ready;   /* why not ready, or NULL */
+    const char *not_ready; /* why not ready, or NULL */
     unsigned sync_standbys;
     bool fallback_async;
-    const char *sync_state;  /* primary: off, sync, waiting, degraded, refusing */
+    const char *sync_state; /* primary: off, sync, waiting, degraded, refusing */
     size_t in_sync;
     size_t nstandbys;
     bq_cluster_standby_status_t standbys[BQ_FLAGS_MAX_PEERS];
-    size_t npeers;           /* the other nodes and their replication addresses */
+    size_t npeers; /* the other nodes and their replication addresses */
     const char *peer_names[BQ_FLAGS_MAX_PEERS];
     char peer_addrs[BQ_FLAGS_MAX_PEERS][280];
 } bq_cluster_status_t;

@@ -65,8 +65,8 @@ static bool name_ok(const char *s)
  * ascending, first_lsn non-decreasing. */
 static bool state_ok(const bq_election_state_t *st)
 {
-    if (!name_ok(st->voted_for) || st->nhist > BQ_ESTORE_HISTORY_MAX ||
-        st->epoch > BQ_EPOCH_MAX || st->floor_epoch > BQ_EPOCH_MAX)
+    if (!name_ok(st->voted_for) || st->nhist > BQ_ESTORE_HISTORY_MAX || st->epoch > BQ_EPOCH_MAX ||
+        st->floor_epoch > BQ_EPOCH_MAX)
         return false;
     for (size_t i = 0; i < st->nhist; i++) {
         if (!name_ok(st->hist[i].node) || st->hist[i].epoch > BQ_EPOCH_MAX)

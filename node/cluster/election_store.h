@@ -12,20 +12,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define BQ_ESTORE_NAME_MAX 64 /* node ids are shorter (flags.c checks) */
+#define BQ_ESTORE_NAME_MAX 64      /* node ids are shorter (flags.c checks) */
 #define BQ_ESTORE_HISTORY_MAX 1024 /* older epochs are dropped first */
 
 typedef struct bq_epoch_start {
     uint64_t epoch;
-    uint64_t first_lsn;              /* its first frame */
-    char node[BQ_ESTORE_NAME_MAX];   /* who opened it ("" when unknown) */
+    uint64_t first_lsn;            /* its first frame */
+    char node[BQ_ESTORE_NAME_MAX]; /* who opened it ("" when unknown) */
 } bq_epoch_start_t;
 
 typedef struct bq_election_state {
-    uint64_t epoch;                      /* 0: never saw one */
-    char voted_for[BQ_ESTORE_NAME_MAX];  /* "" when no vote in epoch */
-    size_t nhist;                        /* epochs ascending, first_lsn non-decreasing */
-    uint64_t floor_epoch, floor_lsn;     /* a witness never votes below this position */
+    uint64_t epoch;                     /* 0: never saw one */
+    char voted_for[BQ_ESTORE_NAME_MAX]; /* "" when no vote in epoch */
+    size_t nhist;                       /* epochs ascending, first_lsn non-decreasing */
+    uint64_t floor_epoch, floor_lsn;    /* a witness never votes below this position */
     bq_epoch_start_t hist[BQ_ESTORE_HISTORY_MAX];
 } bq_election_state_t;
 

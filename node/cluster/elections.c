@@ -34,8 +34,8 @@ static void fo_lead(void *arg)
     static char env[32 + 21 * BQ_EL_MAX_VOTERS];
     int n = snprintf(env, sizeof env, "%" PRIu64 ":", e->epoch);
     for (size_t i = 0; i < e->cfg.nvoters && n > 0 && (size_t)n < sizeof env; i++)
-        n += snprintf(env + n, sizeof env - (size_t)n, "%s%" PRId64, i ? "," : "",
-                      e->contact_at[i]);
+        n +=
+            snprintf(env + n, sizeof env - (size_t)n, "%s%" PRId64, i ? "," : "", e->contact_at[i]);
     setenv("BQ_HA_OFFICE", env, 1);
     bq_metrics_count(BQ_COUNTER_BECAME_PRIMARY);
     c->restart_why = "won the election: taking office as primary";
@@ -87,11 +87,8 @@ static void fd_higher_epoch(void *arg, uint64_t epoch)
 int bq__cluster_start_failover(bq_cluster_t *c, const bq_failover_plan_t *plan,
                                const bq_repl_config_t *rc)
 {
-    bq_failover_hooks_t h = {.mine = fo_mine,
-                             .lead = fo_lead,
-                             .step_down = fo_step_down,
-                             .fence = fo_fence,
-                             .arg = c};
+    bq_failover_hooks_t h = {
+        .mine = fo_mine, .lead = fo_lead, .step_down = fo_step_down, .fence = fo_fence, .arg = c};
     bq_binlog_t *b = c->host.binlog;
     if (bq_failover_start(&c->failover, c->host.loop, c->f, plan, bq_binlog_epoch(b), rc, &h) != 0)
         return -1;

@@ -123,7 +123,8 @@ static void decide_plan(const bq_flags_t *f, const bq_election_state_t *st, bool
         p->role = BQ_ROLE_STANDBY;
         snprintf(p->why, sizeof p->why,
                  "epoch %" PRIu64 " is led elsewhere: starting as a standby (promote this node "
-                 "with beanstalkctl if it must lead)", st->epoch);
+                 "with beanstalkctl if it must lead)",
+                 st->epoch);
     } else {
         snprintf(p->why, sizeof p->why, "--role=%s",
                  f->role == BQ_ROLE_PRIMARY ? "primary" : "standby");
@@ -141,13 +142,13 @@ static int probe_peers(const bq_flags_t *f, const bq_election_state_t *st, bq_fa
     if (bq_start_probe(f, st->epoch + 1, logged, f->failover_timeout_ms, &pr) != 0)
         return -1;
     bq_log(BQ_LOG_INFO, "start-up probe: asked the peers which primary they know",
-           "asked=%zu answered=%zu primary=\"%s\" via=\"%s\"", pr.asked, pr.answered,
-           pr.primary, pr.via);
+           "asked=%zu answered=%zu primary=\"%s\" via=\"%s\"", pr.asked, pr.answered, pr.primary,
+           pr.via);
     if (!pr.primary[0])
         return 0;
     p->role = BQ_ROLE_STANDBY;
-    snprintf(p->why, sizeof p->why, "%.40s leads (said %.40s): starting as a standby",
-             pr.primary, pr.via);
+    snprintf(p->why, sizeof p->why, "%.40s leads (said %.40s): starting as a standby", pr.primary,
+             pr.via);
     return 0;
 }
 
@@ -220,8 +221,7 @@ static void send_request(bq_failover_t *fo)
     q.last_epoch = rq.last.epoch;
     q.last_lsn = rq.last.lsn;
     uint64_t deadline = fo->f->failover_timeout_ms / 2 > 50 ? fo->f->failover_timeout_ms / 2 : 50;
-    bq_log(BQ_LOG_INFO, rq.prevote ? "election: asking whether we could win"
-                                   : "election: standing",
+    bq_log(BQ_LOG_INFO, rq.prevote ? "election: asking whether we could win" : "election: standing",
            "epoch=%" PRIu64 " last_epoch=%" PRIu64 " last_lsn=%" PRIu64, rq.epoch, rq.last.epoch,
            rq.last.lsn);
     if (!rq.prevote)
@@ -337,13 +337,13 @@ int bq_failover_start(bq_failover_t **out, uv_loop_t *loop, const bq_flags_t *f,
         eff = bq_el_assume(el(fo), now);
     } else {
         uint64_t e = fo->st->epoch > log_epoch ? fo->st->epoch : log_epoch;
-        bq_el_init(&fo->el, &ec, e, e == fo->st->epoch ? voter_of(repl, f->node_id,
-                                                                  fo->st->voted_for) : -1,
-                   seed, now);
+        bq_el_init(&fo->el, &ec, e,
+                   e == fo->st->epoch ? voter_of(repl, f->node_id, fo->st->voted_for) : -1, seed,
+                   now);
         eff = e != fo->st->epoch ? BQ_EL_PERSIST : 0;
     }
-    bq_el_raise_floor(&fo->el, (bq_el_pos_t){.epoch = fo->st->floor_epoch,
-                                             .lsn = fo->st->floor_lsn});
+    bq_el_raise_floor(&fo->el,
+                      (bq_el_pos_t){.epoch = fo->st->floor_epoch, .lsn = fo->st->floor_lsn});
     if (plan->role == BQ_ROLE_PRIMARY && fo->el.role != BQ_EL_PRIMARY) {
         bq_log(BQ_LOG_ERROR, "cannot take office: the log's epoch is not the one won",
                "won=%" PRIu64 " log=%" PRIu64, plan->office_epoch, log_epoch);
@@ -392,16 +392,17 @@ void bq_failover_vote(bq_failover_t *fo, size_t peer, const Bq__Repl__VoteReques
     reply->primary = (char *)known_primary(fo);
     /* The log rules are the ones an operator must see: a candidate that
      * lacks acknowledged records is never elected (docs/failover.md). */
-    const char *why = rep.granted                              ? ""
+    const char *why = rep.granted                                ? ""
                       : bq_el_pos_cmp(rq.last, fo->el.floor) < 0 ? "below our floor: it lacks "
                                                                    "acknowledged records"
                       : fo->f->role != BQ_ROLE_WITNESS && bq_el_pos_cmp(rq.last, mine) < 0
                           ? "its log is behind ours"
                           : "epoch, vote or a live primary";
-    bq_log(BQ_LOG_INFO, "election: vote requested", "candidate=%s epoch=%" PRIu64
-           " prevote=%d granted=%d last=%" PRIu64 ":%" PRIu64 " floor=%" PRIu64 ":%" PRIu64
-           " why=\"%s\"", fo->repl->peers[peer].name, req->epoch, req->prevote, rep.granted,
-           rq.last.epoch, rq.last.lsn, fo->el.floor.epoch, fo->el.floor.lsn, why);
+    bq_log(BQ_LOG_INFO, "election: vote requested",
+           "candidate=%s epoch=%" PRIu64 " prevote=%d granted=%d last=%" PRIu64 ":%" PRIu64
+           " floor=%" PRIu64 ":%" PRIu64 " why=\"%s\"",
+           fo->repl->peers[peer].name, req->epoch, req->prevote, rep.granted, rq.last.epoch,
+           rq.last.lsn, fo->el.floor.epoch, fo->el.floor.lsn, why);
 }
 
 void bq_failover_ack(bq_failover_t *fo, size_t peer, uint64_t epoch, int64_t echo)
@@ -479,8 +480,10 @@ int bq_failover_promote(bq_failover_t *fo, bool force, char *why, size_t whylen)
     }
     if (force || safe_alone(fo)) {
         if (force) {
-            bq_log(BQ_LOG_WARN, "forced promotion: writes the old primary acknowledged and this "
-                   "node lacks are lost", "epoch=%" PRIu64, fo->el.epoch + 1);
+            bq_log(BQ_LOG_WARN,
+                   "forced promotion: writes the old primary acknowledged and this "
+                   "node lacks are lost",
+                   "epoch=%" PRIu64, fo->el.epoch + 1);
             bq_metrics_count(BQ_COUNTER_FORCED_PROMOTIONS);
         }
         return apply(fo, bq_el_assume(el(fo), now)) ? 0 : -1;
@@ -497,8 +500,7 @@ int bq_failover_promote(bq_failover_t *fo, bool force, char *why, size_t whylen)
     return apply(fo, bq_el_campaign(el(fo), now)) ? 0 : -1;
 }
 
-int bq_failover_handover(bq_failover_t *fo, size_t peer, uint64_t epoch, char *why,
-                         size_t whylen)
+int bq_failover_handover(bq_failover_t *fo, size_t peer, uint64_t epoch, char *why, size_t whylen)
 {
     if (fo->el.primary != (int)peer || epoch != fo->el.epoch) {
         snprintf(why, whylen, "not the primary we follow, or another epoch");

@@ -25,12 +25,12 @@
 /* How this start goes, decided from the flags, DIR/election and the
  * environment before the binlog opens. */
 typedef struct bq_failover_plan {
-    bq_role_t role;          /* what the node starts as */
-    uint64_t min_epoch;      /* primary: the epoch it opens is at least this */
-    bool office;             /* primary of an epoch it won before re-executing */
+    bq_role_t role;     /* what the node starts as */
+    uint64_t min_epoch; /* primary: the epoch it opens is at least this */
+    bool office;        /* primary of an epoch it won before re-executing */
     uint64_t office_epoch;
     int64_t contact[BQ_EL_MAX_VOTERS]; /* the voters' contact times when it won */
-    char why[160];           /* a start-up line for the log */
+    char why[160];                     /* a start-up line for the log */
 } bq_failover_plan_t;
 
 /* Decides *plan for flags f (a node in cluster mode). -1 when DIR/election
@@ -88,8 +88,7 @@ int bq_failover_promote(bq_failover_t *fo, bool force, char *why, size_t whylen)
 
 /* The primary peer of epoch hands over to us (switchover): stand now when
  * it is the primary we follow. 0, or -1 with the reason in why. */
-int bq_failover_handover(bq_failover_t *fo, size_t peer, uint64_t epoch, char *why,
-                         size_t whylen);
+int bq_failover_handover(bq_failover_t *fo, size_t peer, uint64_t epoch, char *why, size_t whylen);
 
 /* The primary asked a standby to stand (switchover): it will vote for it. */
 void bq_failover_hand_over(bq_failover_t *fo);

@@ -19,15 +19,15 @@ struct bq_cluster {
     const bq_flags_t *f;
     char **argv;
     bool standby, closing;
-    bq_repl_config_t rc;   /* the transport's view of the cluster */
-    uv_timer_t restart;    /* a role change waits for replies to leave */
+    bq_repl_config_t rc; /* the transport's view of the cluster */
+    uv_timer_t restart;  /* a role change waits for replies to leave */
     const char *restart_why;
     struct {
-        int to;               /* the target's peer index; -1: none in progress */
-        bool promoted;        /* Promote sent: nothing more is acknowledged */
-        int64_t deadline;     /* ns (monotonic) */
-        int64_t lost_at;      /* after Promote: when the target's link was first seen
-                                 gone (ns, monotonic), 0 while it is up */
+        int to;           /* the target's peer index; -1: none in progress */
+        bool promoted;    /* Promote sent: nothing more is acknowledged */
+        int64_t deadline; /* ns (monotonic) */
+        int64_t lost_at;  /* after Promote: when the target's link was first seen
+                             gone (ns, monotonic), 0 while it is up */
         bq_cluster_done_cb done;
         void *arg;
         uv_timer_t poll;
@@ -43,9 +43,9 @@ struct bq_cluster {
     bq_proxy_t *proxy;
     bq_resync_t *resync;
     bq_failover_t *failover;
-    uint64_t released;      /* the last release point handed out (primary) */
-    int sync_logged;        /* the sync state last logged (primary), -1 at first */
-    char primary_name[64];  /* the primary we follow (standby) */
+    uint64_t released;     /* the last release point handed out (primary) */
+    int sync_logged;       /* the sync state last logged (primary), -1 at first */
+    char primary_name[64]; /* the primary we follow (standby) */
     uv_timer_t status;
     char extra[4096];
 };

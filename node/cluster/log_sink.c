@@ -110,8 +110,8 @@ static int sink_resync_begin(void *arg)
                            c->f->cluster_id);
 }
 
-static int sink_resync_segment(void *arg, uint64_t first_lsn, uint64_t epoch,
-                               int64_t created_wall, bool checkpoint)
+static int sink_resync_segment(void *arg, uint64_t first_lsn, uint64_t epoch, int64_t created_wall,
+                               bool checkpoint)
 {
     bq_cluster_t *c = arg;
     return c->resync ? bq_resync_segment(c->resync, first_lsn, epoch, created_wall, checkpoint)

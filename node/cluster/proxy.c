@@ -38,7 +38,7 @@
 #define READ_BUF_SIZE ((size_t)64 * 1024)
 #define QUEUE_HIGH ((size_t)1024 * 1024) /* stop reading a side above this backlog */
 #define QUEUE_LOW ((size_t)256 * 1024)   /* resume it below this */
-#define RESOLVE_MS 5000 /* a lookup of the primary's name gives up after this */
+#define RESOLVE_MS 5000                  /* a lookup of the primary's name gives up after this */
 
 typedef struct pconn pconn_t;
 
@@ -67,7 +67,7 @@ struct pconn {
     bq_resolve_t *resolve;      /* the lookup of the target's name, until its callback */
     struct addrinfo *addrs;     /* the resolved target, NULL for a numeric one */
     struct addrinfo *next_addr; /* the address to try when the current one fails */
-    wreq_t *early; /* client bytes read before the target connected */
+    wreq_t *early;              /* client bytes read before the target connected */
     size_t early_cap;
     int handles;    /* handles whose close callback has not run */
     bool resetting; /* the target handle is closing to try the next address */
@@ -296,8 +296,7 @@ static void connect_failed(pconn_t *c, int err)
         return;
     }
     bq_log_limited(&c->p->limit, BQ_LOG_WARN, "proxy: cannot connect to the primary",
-                   "addr=\"%s\" port=\"%s\" err=\"%s\"", c->p->host, c->p->port,
-                   uv_strerror(err));
+                   "addr=\"%s\" port=\"%s\" err=\"%s\"", c->p->host, c->p->port, uv_strerror(err));
     conn_close(c);
 }
 
@@ -423,8 +422,8 @@ void bq_proxy_set_target(bq_proxy_t *p, const char *host, const char *port)
         p->host = p->port = NULL;
     }
     if (p->host)
-        bq_log(BQ_LOG_INFO, "proxy: clients go to the primary", "addr=\"%s\" port=\"%s\"",
-               p->host, p->port);
+        bq_log(BQ_LOG_INFO, "proxy: clients go to the primary", "addr=\"%s\" port=\"%s\"", p->host,
+               p->port);
     else
         bq_logm(BQ_LOG_INFO, "proxy: no primary known; clients are turned away");
     bq_proxy_close_all(p);

@@ -79,14 +79,13 @@ int bq_start_probe(const bq_flags_t *f, uint64_t epoch, uint64_t last_epoch, uin
                    bq_start_probe_t *out)
 {
     bq_repl_peer_t peers[BQ_FLAGS_MAX_PEERS];
-    bq_repl_config_t rc = {.cluster_id = f->cluster_id, .node_id = f->node_id, .peers = peers,
-                           .idle_ms = timeout_ms};
+    bq_repl_config_t rc = {
+        .cluster_id = f->cluster_id, .node_id = f->node_id, .peers = peers, .idle_ms = timeout_ms};
     memset(out, 0, sizeof *out);
     for (size_t i = 0; i < f->npeers; i++)
         if (strcmp(f->peers[i].name, f->node_id) != 0)
-            peers[rc.npeers++] = (bq_repl_peer_t){.name = f->peers[i].name,
-                                                  .host = f->peers[i].host,
-                                                  .port = f->peers[i].port};
+            peers[rc.npeers++] = (bq_repl_peer_t){
+                .name = f->peers[i].name, .host = f->peers[i].host, .port = f->peers[i].port};
     out->asked = rc.npeers;
     if (rc.npeers == 0)
         return 0;

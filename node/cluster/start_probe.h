@@ -14,10 +14,10 @@
 #include "node/base/flags.h"
 
 typedef struct bq_start_probe {
-    size_t asked;      /* the peers */
-    size_t answered;   /* those that answered in time */
-    char primary[64];  /* a primary other than this node that a peer knows; "" when none */
-    char via[64];      /* the peer that named it */
+    size_t asked;     /* the peers */
+    size_t answered;  /* those that answered in time */
+    char primary[64]; /* a primary other than this node that a peer knows; "" when none */
+    char via[64];     /* the peer that named it */
 } bq_start_probe_t;
 
 /* Asks f's peers (f borrowed) which primary they know, as a candidate for

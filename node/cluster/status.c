@@ -95,13 +95,13 @@ static const char *format_status(bq_cluster_t *c)
 {
     bq_binlog_t *b = c->host.binlog;
     size_t cap = sizeof c->extra;
-    size_t n = put_kv(c->extra, cap, 0,
-                      "cluster-role: %s\ncluster-node-id: \"%s\"\ncluster-epoch: %" PRIu64
-                      "\ncluster-last-lsn: %" PRIu64 "\ncluster-durable-lsn: %" PRIu64
-                      "\ncluster-commit-lsn: %" PRIu64 "\n",
-                      bq__cluster_role_name(c), c->f->node_id, bq_binlog_epoch(b),
-                      bq_binlog_last_lsn(b), bq_binlog_durable_lsn(b),
-                      c->standby ? bq_binlog_durable_lsn(b) : c->released);
+    size_t n =
+        put_kv(c->extra, cap, 0,
+               "cluster-role: %s\ncluster-node-id: \"%s\"\ncluster-epoch: %" PRIu64
+               "\ncluster-last-lsn: %" PRIu64 "\ncluster-durable-lsn: %" PRIu64
+               "\ncluster-commit-lsn: %" PRIu64 "\n",
+               bq__cluster_role_name(c), c->f->node_id, bq_binlog_epoch(b), bq_binlog_last_lsn(b),
+               bq_binlog_durable_lsn(b), c->standby ? bq_binlog_durable_lsn(b) : c->released);
     n = c->standby ? standby_keys(c, c->extra, cap, n) : primary_keys(c, c->extra, cap, n);
     (void)n;
     return c->extra;

@@ -44,16 +44,18 @@ static void on_handover_poll(uv_timer_t *t)
         return;
     }
     if (now > c->handover.deadline) {
-        handover_end(c, 504, c->handover.promoted
-                                 ? "the target did not take over in time; writes resumed here"
-                                 : "the target did not catch up in time; writes resumed here");
+        handover_end(c, 504,
+                     c->handover.promoted
+                         ? "the target did not take over in time; writes resumed here"
+                         : "the target did not catch up in time; writes resumed here");
         return;
     }
     bq_feeder_standby_t sb;
     bq_feeder_standby(c->feeder, to, now, &sb);
     if (!c->handover.promoted && !sb.connected) {
-        handover_end(c, 504, "the target disconnected before it had every record; writes "
-                             "resumed here");
+        handover_end(c, 504,
+                     "the target disconnected before it had every record; writes "
+                     "resumed here");
         return;
     }
     /* After Promote the target drops its link to restart as primary and
@@ -64,12 +66,12 @@ static void on_handover_poll(uv_timer_t *t)
         c->handover.lost_at = now;
     else if (c->handover.promoted &&
              now - c->handover.lost_at > (int64_t)c->f->failover_timeout_ms * 1000000) {
-        handover_end(c, 504, "the target went away after it was asked to stand; writes "
-                             "resumed here");
+        handover_end(c, 504,
+                     "the target went away after it was asked to stand; writes "
+                     "resumed here");
         return;
     }
-    if (!c->handover.promoted &&
-        sb.flushed >= bq_binlog_last_lsn(c->host.binlog)) {
+    if (!c->handover.promoted && sb.flushed >= bq_binlog_last_lsn(c->host.binlog)) {
         if (bq_feeder_send_promote(c->feeder, to) == 0) {
             c->handover.promoted = true;
             bq_failover_hand_over(c->failover);

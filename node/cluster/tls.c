@@ -31,8 +31,10 @@ int bq_cluster_tls_new(const bq_flags_t *f, SSL_CTX **server, SSL_CTX **client)
     *server = bq_tls_ctx_new(true, &files, err, sizeof err);
     *client = *server ? bq_tls_ctx_new(false, &files, err, sizeof err) : NULL;
     if (*client && !names_node(*server, f->node_id)) {
-        snprintf(err, sizeof err, "%s does not name --node-id %s in its subjectAltName: every "
-                 "peer would refuse it", f->tls_cert, f->node_id);
+        snprintf(err, sizeof err,
+                 "%s does not name --node-id %s in its subjectAltName: every "
+                 "peer would refuse it",
+                 f->tls_cert, f->node_id);
         SSL_CTX_free(*client);
         *client = NULL;
     }

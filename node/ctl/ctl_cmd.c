@@ -118,9 +118,9 @@ static bq_ctl_node_t *fetch_status(const bq_ctl_args_t *a, size_t *failed)
         bq_ctl_http_run(&o, reqs, n);
     *failed = 0;
     for (size_t k = 0; ok && k < n; k++)
-        *failed += bq_ctl_status_set(&nodes[k], a->nodes[k].url,
-                                     reqs[k].body ? NULL : reqs[k].error, reqs[k].status,
-                                     reqs[k].body) != 0;
+        *failed +=
+            bq_ctl_status_set(&nodes[k], a->nodes[k].url, reqs[k].body ? NULL : reqs[k].error,
+                              reqs[k].status, reqs[k].body) != 0;
     for (size_t k = 0; reqs && k < n; k++) {
         free((char *)reqs[k].url);
         bq_ctl_http_req_free(&reqs[k]);

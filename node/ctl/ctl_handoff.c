@@ -45,7 +45,8 @@ static void list_states(const cJSON *list, char *buf, size_t cap)
     size_t used = 0, room = cap - 5; /* ", ..." fits after any entry */
     const cJSON *s;
     buf[0] = '\0';
-    cJSON_ArrayForEach (s, list) {
+    cJSON_ArrayForEach(s, list)
+    {
         const char *name = str(s, "node_id"), *state = str(s, "state");
         int n = snprintf(buf + used, room - used, "%s%.64s: %.32s", used ? ", " : "",
                          name ? name : "(no node_id)", state ? state : "(no state)");
@@ -63,7 +64,8 @@ static void choose_standby(const cJSON *doc, bq_ctl_handoff_t *out)
     const cJSON *s;
     if (!cJSON_IsArray(list))
         list = NULL;
-    cJSON_ArrayForEach (s, list) {
+    cJSON_ArrayForEach(s, list)
+    {
         const char *name = str(s, "node_id"), *state = str(s, "state");
         if (name == NULL || *name == '\0' || state == NULL || strcmp(state, "streaming") != 0)
             continue;

@@ -249,8 +249,8 @@ int bq_ctl_http_run(const bq_ctl_http_opts_t *o, bq_ctl_http_req_t *reqs, size_t
     const char *why = "could not set up the request";
     bool failed = false;
     for (size_t k = 0; k < n; k++)
-        reqs[k] = (bq_ctl_http_req_t){
-            .method = reqs[k].method, .url = reqs[k].url, .name = reqs[k].name};
+        reqs[k] =
+            (bq_ctl_http_req_t){.method = reqs[k].method, .url = reqs[k].url, .name = reqs[k].name};
     for (size_t k = 0; m && easy && sinks && k < n; k++) {
         sinks[k].req = &reqs[k];
         easy[k] = easy_new(o, &sinks[k]);

@@ -122,7 +122,8 @@ static const char *sync_cell(const cJSON *doc, char *buf)
 static const cJSON *standby_entry(const cJSON *primary, const char *id)
 {
     const cJSON *s;
-    cJSON_ArrayForEach (s, cJSON_GetObjectItemCaseSensitive(primary, "standbys")) {
+    cJSON_ArrayForEach(s, cJSON_GetObjectItemCaseSensitive(primary, "standbys"))
+    {
         const char *name = str(s, "node_id");
         if (name && strcmp(name, id) == 0)
             return s;
@@ -205,7 +206,8 @@ static int standbys(FILE *out, const bq_ctl_node_t *node)
     bq_ctl_table_t *t = bq_ctl_table_new(NSCOLS, standby_header);
     int r = t ? 0 : -ENOMEM;
     const cJSON *s;
-    cJSON_ArrayForEach (s, list) {
+    cJSON_ArrayForEach(s, list)
+    {
         if (r == 0)
             r = standby_row(t, s);
     }

@@ -52,13 +52,13 @@ static void describe_own(const bq_ctl_own_t *own, char *buf, size_t cap)
         used += (size_t)snprintf(buf + used, cap - used, "%s%s", k ? ", " : "", own->names[k]);
     if (used < cap)
         snprintf(buf + used, cap - used, "%s",
-                 own->n > 1 ? " (more than one name)"
+                 own->n > 1                                       ? " (more than one name)"
                  : strcmp(own->names[0], BQ_CTL_CLIENT_NAME) == 0 ? ", not a node"
-                                                                   : ", not a node id");
+                                                                  : ", not a node id");
 }
 
-int bq_ctl_verify_expect(const char *url, const char *id, const char *host,
-                         const bq_ctl_own_t *own, const char **name, char *err, size_t errlen)
+int bq_ctl_verify_expect(const char *url, const char *id, const char *host, const bq_ctl_own_t *own,
+                         const char **name, char *err, size_t errlen)
 {
     *name = NULL;
     if (id) {

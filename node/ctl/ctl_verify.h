@@ -45,7 +45,7 @@ bool bq_ctl_verify_needs_own(const char *id, const char *host);
  * so; NULL otherwise). Returns 0 with *name (borrowed from id, host or
  * own); -EINVAL when no name can be expected (refuse: err says to write
  * ID=HOST:PORT); -EIO when own->error (err says so). */
-int bq_ctl_verify_expect(const char *url, const char *id, const char *host,
-                         const bq_ctl_own_t *own, const char **name, char *err, size_t errlen);
+int bq_ctl_verify_expect(const char *url, const char *id, const char *host, const bq_ctl_own_t *own,
+                         const char **name, char *err, size_t errlen);
 
 #endif

@@ -139,8 +139,8 @@ static void normalise_line(sb_t *b, const char *kind, const char *line, size_t n
     bool quoted = quote || (vl >= 2 && v[0] == '"' && v[vl - 1] == '"');
     sb_add(b, line, kl + 2);
     if (strcmp(kind, "stats") == 0 &&
-        in_list(volatile_stats_keys, sizeof volatile_stats_keys / sizeof *volatile_stats_keys,
-                line, kl)) {
+        in_list(volatile_stats_keys, sizeof volatile_stats_keys / sizeof *volatile_stats_keys, line,
+                kl)) {
         sb_printf(b, quoted ? "\"<%s>\"" : "<%s>", key);
         return;
     }
@@ -187,8 +187,7 @@ static bool lines_match(const char *a, size_t an, const char *b, size_t bn)
         return true;
     const char *ca = memchr(a, ':', an), *cb = memchr(b, ':', bn);
     if (!ca || !cb || ca - a != cb - b || memcmp(a, b, (size_t)(ca - a)) != 0 ||
-        !in_list(tolerant_keys, sizeof tolerant_keys / sizeof *tolerant_keys, a,
-                 (size_t)(ca - a)))
+        !in_list(tolerant_keys, sizeof tolerant_keys / sizeof *tolerant_keys, a, (size_t)(ca - a)))
         return false;
     char va[32], vb[32], *ea, *eb;
     snprintf(va, sizeof va, "%.*s", (int)(an - (size_t)(ca - a) - 1), ca + 1);
@@ -248,8 +247,9 @@ static void unified_diff(sb_t *b, const sb_t *a_text, const sb_t *b_text)
 #define L(i, j) lcs[(size_t)(i) * (size_t)(m + 1) + (size_t)(j)]
     for (int i = n - 1; i >= 0; i--)
         for (int j = m - 1; j >= 0; j--)
-            L(i, j) = strcmp(al[i], bl[j]) == 0 ? L(i + 1, j + 1) + 1
-                      : L(i + 1, j) >= L(i, j + 1) ? L(i + 1, j) : L(i, j + 1);
+            L(i, j) = strcmp(al[i], bl[j]) == 0    ? L(i + 1, j + 1) + 1
+                      : L(i + 1, j) >= L(i, j + 1) ? L(i + 1, j)
+                                                   : L(i, j + 1);
     for (int i = 0, j = 0; i < n || j < m; nops++) {
         if (i < n && j < m && strcmp(al[i], bl[j]) == 0) {
             op[nops] = ' ';
@@ -296,11 +296,16 @@ static void escaped_lines(sb_t *b, const sb_t *text)
 static const char *status_text(bqc_status_t s)
 {
     switch (s) {
-    case BQC_OK: return "ok";
-    case BQC_TIMEOUT: return "deadline passed";
-    case BQC_CLOSED: return "connection closed";
-    case BQC_FRAMING: return "framing error";
-    case BQC_DATA: return "unexpected data";
+    case BQC_OK:
+        return "ok";
+    case BQC_TIMEOUT:
+        return "deadline passed";
+    case BQC_CLOSED:
+        return "connection closed";
+    case BQC_FRAMING:
+        return "framing error";
+    case BQC_DATA:
+        return "unexpected data";
     }
     return "?";
 }
@@ -318,8 +323,8 @@ static sb_t event_text(const bqc_event_t *ev, int from, int upto, bool reference
     }
     if (upto >= ev->nreplies && ev->status != BQC_OK) {
         if (ev->step->op == BQC_RECV)
-            sb_printf(&b, "<%s after %d of %d replies>\n", status_text(ev->status),
-                      ev->nreplies, ev->step->count);
+            sb_printf(&b, "<%s after %d of %d replies>\n", status_text(ev->status), ev->nreplies,
+                      ev->step->count);
         else
             sb_printf(&b, "<%s>\n", status_text(ev->status));
         if (ev->tail_len) {
@@ -375,8 +380,10 @@ static bool compare_literal(sb_t *b, const bqc_case_t *c, const bqc_event_t *ref
     bool ok = ours->status == BQC_OK && got.len == want.len && memcmp(got.s, want.s, got.len) == 0;
     if (!ok) {
         char what[200];
-        snprintf(what, sizeof what, "ours differs from the expect-ours literal (deviation %s, "
-                 "reference section %s)", st->deviation->id, st->deviation->section);
+        snprintf(what, sizeof what,
+                 "ours differs from the expect-ours literal (deviation %s, "
+                 "reference section %s)",
+                 st->deviation->id, st->deviation->section);
         header(b, c, st, what);
         sb_puts(b, "--- expected (expect-ours)\n+++ ours\n");
         unified_diff(b, &want, &got);

@@ -44,20 +44,20 @@ typedef enum bqc_op {
 
 typedef struct bqc_step {
     bqc_op_t op;
-    int line;      /* line number in the case file */
-    char *text;    /* the source line without its comment, for messages */
-    int conn;      /* index into bqc_case_t.conn_names */
-    char *data;    /* send payload, or the expect-ours literal */
+    int line;   /* line number in the case file */
+    char *text; /* the source line without its comment, for messages */
+    int conn;   /* index into bqc_case_t.conn_names */
+    char *data; /* send payload, or the expect-ours literal */
     size_t len;
-    int count;     /* recv: number of replies */
-    int ms;        /* recv/eof deadline, silent duration */
-    int sig;       /* signal number (signal; restart: how the server is stopped) */
-    bool timeout_ok;                  /* recv may time out on both sides alike */
+    int count;       /* recv: number of replies */
+    int ms;          /* recv/eof deadline, silent duration */
+    int sig;         /* signal number (signal; restart: how the server is stopped) */
+    bool timeout_ok; /* recv may time out on both sides alike */
     const bqc_deviation_t *deviation; /* expect-ours reason; NULL if none */
 } bqc_step_t;
 
 typedef struct bqc_case {
-    char name[128]; /* file name without .bq */
+    char name[128];                             /* file name without .bq */
     char *server_args[BQC_MAX_SERVER_ARGS + 1]; /* NULL-terminated */
     char *conn_names[BQC_MAX_CONNS];
     int nconns;
@@ -73,11 +73,11 @@ int bqc_case_load(bqc_case_t *c, const char *path, char *err, size_t errlen);
 void bqc_case_free(bqc_case_t *c);
 
 typedef enum bqc_status {
-    BQC_OK,        /* recv: all replies; eof: closed; silent: nothing came */
-    BQC_TIMEOUT,   /* the deadline passed first */
-    BQC_CLOSED,    /* the server closed the connection first */
-    BQC_FRAMING,   /* a reply's body was not followed by CRLF, or a line was too long */
-    BQC_DATA,      /* silent/eof: bytes arrived */
+    BQC_OK,      /* recv: all replies; eof: closed; silent: nothing came */
+    BQC_TIMEOUT, /* the deadline passed first */
+    BQC_CLOSED,  /* the server closed the connection first */
+    BQC_FRAMING, /* a reply's body was not followed by CRLF, or a line was too long */
+    BQC_DATA,    /* silent/eof: bytes arrived */
 } bqc_status_t;
 
 /* What one observing step (recv, silent, eof) saw on one server. */
@@ -87,7 +87,7 @@ typedef struct bqc_event {
     char **replies; /* complete replies, raw bytes */
     size_t *lens;
     int nreplies;
-    char *tail;     /* bytes after the last complete reply (or the unexpected data) */
+    char *tail; /* bytes after the last complete reply (or the unexpected data) */
     size_t tail_len;
 } bqc_event_t;
 

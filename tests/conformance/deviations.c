@@ -51,11 +51,8 @@ const bqc_deviation_t bqc_deviations[] = {
 static const struct {
     const char *kind, *key;
 } quoted_keys[] = {
-    {"stats", "hostname"},
-    {"stats", "os"},
-    {"stats", "platform"},
-    {"stats-tube", "name"},
-    {"stats-job", "tube"},
+    {"stats", "hostname"},  {"stats", "os"},       {"stats", "platform"},
+    {"stats-tube", "name"}, {"stats-job", "tube"},
 };
 
 const bqc_deviation_t *bqc_deviation_find(const char *id)

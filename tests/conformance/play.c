@@ -275,11 +275,19 @@ static int do_step(player_t *pl, const bqc_step_t *st)
     if (k->fd < 0)
         return fail_play(pl, st, "connection is not open");
     switch (st->op) {
-    case BQC_SYNC: return do_sync(pl, k, st);
-    case BQC_SHUTDOWN: shutdown(k->fd, SHUT_WR); return 0;
-    case BQC_CLOSE: close_conn(k); return 0;
-    case BQC_SEND: send_all(k, st->data, st->len); return 0; /* errors show in later reads */
-    default: break;
+    case BQC_SYNC:
+        return do_sync(pl, k, st);
+    case BQC_SHUTDOWN:
+        shutdown(k->fd, SHUT_WR);
+        return 0;
+    case BQC_CLOSE:
+        close_conn(k);
+        return 0;
+    case BQC_SEND:
+        send_all(k, st->data, st->len);
+        return 0; /* errors show in later reads */
+    default:
+        break;
     }
     if (!(ev = new_event(pl, st)))
         return fail_play(pl, st, "out of memory");

@@ -64,12 +64,24 @@ static long unquote(const char **sp, char *out)
         }
         s++;
         switch (*s) {
-        case 'r': out[n++] = '\r'; break;
-        case 'n': out[n++] = '\n'; break;
-        case 't': out[n++] = '\t'; break;
-        case '0': out[n++] = '\0'; break;
-        case '\\': out[n++] = '\\'; break;
-        case '"': out[n++] = '"'; break;
+        case 'r':
+            out[n++] = '\r';
+            break;
+        case 'n':
+            out[n++] = '\n';
+            break;
+        case 't':
+            out[n++] = '\t';
+            break;
+        case '0':
+            out[n++] = '\0';
+            break;
+        case '\\':
+            out[n++] = '\\';
+            break;
+        case '"':
+            out[n++] = '"';
+            break;
         case 'x':
             if (hexval(s[1]) < 0 || hexval(s[2]) < 0)
                 return -1;
@@ -193,9 +205,12 @@ static int payload(parser_t *p, words_t *w, int from, bqc_step_t *st)
 
 static int parse_signal(parser_t *p, const char *name, int *sig)
 {
-    static const struct { const char *name; int sig; } sigs[] = {
+    static const struct {
+        const char *name;
+        int sig;
+    } sigs[] = {
         {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"INT", SIGINT},
-        {"HUP", SIGHUP}, {"KILL", SIGKILL}, {"STOP", SIGSTOP}, {"CONT", SIGCONT},
+        {"HUP", SIGHUP},   {"KILL", SIGKILL}, {"STOP", SIGSTOP}, {"CONT", SIGCONT},
     };
     for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
         if (strcmp(sigs[i].name, name) == 0) {

@@ -114,8 +114,8 @@ static void run_all(int jobs)
         pthread_join(tids[i], NULL);
     for (int i = 0; i < nentries; i++)
         if (!entries[i].load_error[0])
-            entries[i].report = bqc_compare(&entries[i].c, &entries[i].ref, &entries[i].ours,
-                                            &mode);
+            entries[i].report =
+                bqc_compare(&entries[i].c, &entries[i].ref, &entries[i].ours, &mode);
 }
 
 static bool env_on(const char *name)

@@ -52,11 +52,11 @@
 #define RUN_OPTS "--runtime runc --ulimit nofile=4096:4096 --ulimit nproc=4096:4096"
 #define TUBE "ctr"
 
-static char g_net[12];               /* the podman network, also the names' prefix */
-static char g_name[NODES][16];       /* <net>-n1...: container, host and node id */
-static const char *g_names[NODES];   /* the same, for the cluster helpers */
-static char g_certs[160];            /* mkcerts' output */
-static char g_log[200];              /* every podman command's output */
+static char g_net[12];             /* the podman network, also the names' prefix */
+static char g_name[NODES][16];     /* <net>-n1...: container, host and node id */
+static const char *g_names[NODES]; /* the same, for the cluster helpers */
+static char g_certs[160];          /* mkcerts' output */
+static char g_log[200];            /* every podman command's output */
 
 typedef struct suite {
     bqc_cluster_t *c; /* node i: its data directory and published client port */
@@ -154,8 +154,8 @@ static void node_create(suite_t *s, size_t i)
                     " --tls-cert=/etc/beanstalkd-ha/tls/tls.crt"
                     " --tls-key=/etc/beanstalkd-ha/tls/tls.key"
                     " --tls-ca=/etc/beanstalkd-ha/tls/ca.crt",
-                    g_name[i], g_name[i], g_net, s->c->node[i].bdir, tls,
-                    s->c->node[i].srv.port, g_name[i], peers);
+                    g_name[i], g_name[i], g_net, s->c->node[i].bdir, tls, s->c->node[i].srv.port,
+                    g_name[i], peers);
     if (rc != 0) {
         print_log_tail();
         fail_msg("podman run of %s exited with %d", g_name[i], rc);
@@ -169,7 +169,8 @@ static void network_create(void)
     char path[220], dns[16] = "";
     assert_int_equal(podman("network create %s", g_net), 0);
     snprintf(path, sizeof path, "%s.dns", g_log);
-    assert_int_equal(sh("podman network inspect %s --format '{{.DNSEnabled}}' >%s", g_net, path), 0);
+    assert_int_equal(sh("podman network inspect %s --format '{{.DNSEnabled}}' >%s", g_net, path),
+                     0);
     FILE *f = fopen(path, "r");
     assert_non_null(f);
     if (!fgets(dns, sizeof dns, f))
@@ -178,7 +179,8 @@ static void network_create(void)
     unlink(path);
     if (strncmp(dns, "true", 4) != 0)
         fail_msg("the network %s has no DNS (podman's dnsname plugin: "
-                 "golang-github-containernetworking-plugin-dnsname)", g_net);
+                 "golang-github-containernetworking-plugin-dnsname)",
+                 g_net);
 }
 
 static int setup(void **state)
@@ -203,7 +205,8 @@ static void keep_container_log(suite_t *s, size_t i)
 {
     char cmd[512]; /* at most 430: names of 15, directories cut at 160 */
     fprintf(stderr, "---- podman logs %s (last 40 lines) ----\n", g_name[i]);
-    snprintf(cmd, sizeof cmd, "podman logs %s >%.160s/%s.container.log 2>&1; tail -n 40 %.160s/%s.container.log >&2",
+    snprintf(cmd, sizeof cmd,
+             "podman logs %s >%.160s/%s.container.log 2>&1; tail -n 40 %.160s/%s.container.log >&2",
              g_name[i], s->c->work, g_name[i], s->c->work, g_name[i]);
     (void)system(cmd);
 }
@@ -282,7 +285,8 @@ static void kill_primary_container_ten_times(void **state)
         fail_ms[r - 1] = kill_primary(s, p, r, &q);
         rejoin_ms[r - 1] = rejoin(s, p);
         bqh_settled(bqw_history(s->w), "round %ld: %s rejoined", r, g_name[p]);
-        fprintf(stderr, "round %ld: killed %s; %s acknowledged a put after %lld ms; "
+        fprintf(stderr,
+                "round %ld: killed %s; %s acknowledged a put after %lld ms; "
                 "%s streaming again %lld ms after podman start\n",
                 r, g_name[p], g_name[q], fail_ms[r - 1], g_name[p], rejoin_ms[r - 1]);
         worst_fail = fail_ms[r - 1] > worst_fail ? fail_ms[r - 1] : worst_fail;
@@ -293,8 +297,10 @@ static void kill_primary_container_ten_times(void **state)
     p = bqw_wait_settled(s->w, 0, &v);
     bqh_report_t rep;
     bqw_check(s->w, p, NULL, &rep);
-    fprintf(stderr, "%ld rounds: worst failover %lld ms (bound %d), worst rejoin %lld ms "
-            "(bound %d)\n", rounds, worst_fail, FAILOVER_MAX_MS, worst_rejoin, REJOIN_MAX_MS);
+    fprintf(stderr,
+            "%ld rounds: worst failover %lld ms (bound %d), worst rejoin %lld ms "
+            "(bound %d)\n",
+            rounds, worst_fail, FAILOVER_MAX_MS, worst_rejoin, REJOIN_MAX_MS);
     for (long r = 0; r < rounds; r++) {
         if (fail_ms[r] >= FAILOVER_MAX_MS)
             fail_msg("round %ld: the failover took %lld ms", r + 1, fail_ms[r]);
@@ -311,8 +317,10 @@ static void kill_primary_container_ten_times(void **state)
 static int preflight(void)
 {
     if (podman("image exists " BASE) != 0 || podman("image exists " IMAGE) != 0) {
-        fprintf(stderr, "test_container_failover: no %s or %s: container_image builds them "
-                "(ctest -R container_image)\n", BASE, IMAGE);
+        fprintf(stderr,
+                "test_container_failover: no %s or %s: container_image builds them "
+                "(ctest -R container_image)\n",
+                BASE, IMAGE);
         return 1;
     }
     if (podman("run --rm " RUN_OPTS " " BASE " true") != 0) {

@@ -74,14 +74,13 @@ static inline void bqf_int_equal(uintmax_t a, uintmax_t b, const char *sa, const
 #include "tests/support/frame_oracle.h"
 #include "tests/unit/engine_harness.h"
 
-#define SEGMENT 3            /* the segment number applied records come from */
-#define RESERVED_ID 5        /* the job the client holds */
-#define FINAL_STATS_JOBS 64  /* stats-job for at most this many jobs */
+#define SEGMENT 3                    /* the segment number applied records come from */
+#define RESERVED_ID 5                /* the job the client holds */
+#define FINAL_STATS_JOBS 64          /* stats-job for at most this many jobs */
 #define ID_MAX ((uint64_t)INT64_MAX) /* larger ids, reservations, bury seqs are refused */
-#define TIME_SANE (INT64_C(1) << 62)  /* a saturated time is farther than this */
+#define TIME_SANE (INT64_C(1) << 62) /* a saturated time is farther than this */
 
 typedef Bq__Log__Record rec_t;
-
 
 /* ---- an independent decoder of the byte layout ---- */
 
@@ -317,7 +316,7 @@ static void check_effect(const harness_t *h, const rec_t *r, const before_t *b)
 
 typedef struct world {
     harness_t *h;
-    int conn;             /* the client holding job RESERVED_ID */
+    int conn;              /* the client holding job RESERVED_ID */
     uint64_t max_reserved; /* the highest id reservation applied */
 } world_t;
 
@@ -375,8 +374,9 @@ static void apply_frames(world_t *w, const uint8_t *buf, size_t n, size_t pos)
         if (st != BQ_FRAME_OK)
             return;
         const uint8_t *p = buf + pos;
-        BQF_CHECK(payload == p + BQ_FRAME_HEADER && f.len == oracle_le32(p) && f.crc == oracle_le32(p + 4) &&
-                      f.lsn == oracle_le64(p + 8) && f.epoch == oracle_le64(p + 16),
+        BQF_CHECK(payload == p + BQ_FRAME_HEADER && f.len == oracle_le32(p) &&
+                      f.crc == oracle_le32(p + 4) && f.lsn == oracle_le64(p + 8) &&
+                      f.epoch == oracle_le64(p + 16),
                   "frame at %zu decoded wrong fields", pos);
         uint8_t hdr[BQ_FRAME_HEADER];
         bq_frame_header(hdr, f.lsn, f.epoch, payload, f.len);

@@ -63,7 +63,7 @@ static uint64_t an_epoch(reader_t *r, uint64_t ours, uint64_t ceiling)
 
 typedef struct world {
     bq_election_t n[2];
-    int64_t wall_s; /* the wall clock, for the epoch ceiling */
+    int64_t wall_s;     /* the wall clock, for the epoch ceiling */
     bq_el_pos_t log[2]; /* each honest node's log position */
     int64_t now;
     uint64_t epoch_seen[2];
@@ -73,8 +73,8 @@ static void check_epochs(world_t *w)
 {
     for (int i = 0; i < 2; i++) {
         BQF_CHECK(w->n[i].epoch <= BQ_EPOCH_MAX && w->n[i].epoch <= w->n[i].ceiling,
-                  "node %d epoch %llu above its ceiling %llu", i,
-                  (unsigned long long)w->n[i].epoch, (unsigned long long)w->n[i].ceiling);
+                  "node %d epoch %llu above its ceiling %llu", i, (unsigned long long)w->n[i].epoch,
+                  (unsigned long long)w->n[i].ceiling);
         BQF_CHECK(w->n[i].epoch >= w->epoch_seen[i], "node %d epoch went back", i);
         w->epoch_seen[i] = w->n[i].epoch;
     }
@@ -145,7 +145,8 @@ static void attack(world_t *w, reader_t *r, int i)
         break;
     }
     case 2: { /* a reply to this node's request */
-        bq_el_reply_t rep = {.epoch = an_epoch(r, e->epoch, c), .prevote = take(r, 1) & 1,
+        bq_el_reply_t rep = {.epoch = an_epoch(r, e->epoch, c),
+                             .prevote = take(r, 1) & 1,
                              .granted = take(r, 1) & 1};
         bq_el_on_reply(e, w->now, ATTACKER, &rep, w->log[i]);
         break;
@@ -163,8 +164,12 @@ static void attack(world_t *w, reader_t *r, int i)
 static void hello_identity(reader_t *r)
 {
     static const char *const peers[] = {"n1", "n3"};
-    bq_hs_primary_t p = {.cluster_id = "c", .node_id = "n2", .epoch = 5, .peers = peers,
-                         .npeers = 2, .tls_name = "n3"};
+    bq_hs_primary_t p = {.cluster_id = "c",
+                         .node_id = "n2",
+                         .epoch = 5,
+                         .peers = peers,
+                         .npeers = 2,
+                         .tls_name = "n3"};
     char cluster[4] = "c", node[4] = "n3";
     Bq__Repl__Hello h = BQ__REPL__HELLO__INIT;
     h.version = BQ_REPL_VERSION;
@@ -220,7 +225,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (w.n[i].role == BQ_EL_PRIMARY && bq_el_may_ack(&w.n[i], w.now))
                 return 0;
     }
-    bqf_fail(__FILE__, __LINE__, "no primary 40 timeouts after the attacker stopped (epochs "
-             "%llu, %llu; roles %d, %d)", (unsigned long long)w.n[0].epoch,
-             (unsigned long long)w.n[1].epoch, w.n[0].role, w.n[1].role);
+    bqf_fail(__FILE__, __LINE__,
+             "no primary 40 timeouts after the attacker stopped (epochs "
+             "%llu, %llu; roles %d, %d)",
+             (unsigned long long)w.n[0].epoch, (unsigned long long)w.n[1].epoch, w.n[0].role,
+             w.n[1].role);
 }

@@ -106,8 +106,8 @@ static bool same_fields(const bq_cmd_t *a, const bq_cmd_t *b)
            (!(f & F_COUNT) || a->count == b->count) &&
            (!(f & F_TIMEOUT) || a->timeout == b->timeout) &&
            (!(f & F_TRAILING) || a->put_trailing == b->put_trailing) &&
-           (!(f & F_NAME) || (a->name_len == b->name_len &&
-                              memcmp(a->name, b->name, a->name_len) == 0));
+           (!(f & F_NAME) ||
+            (a->name_len == b->name_len && memcmp(a->name, b->name, a->name_len) == 0));
 }
 
 static void check_status(const char *line, size_t len, bq_parse_status_t st, const bq_cmd_t *cmd)
@@ -124,8 +124,7 @@ static void check_status(const char *line, size_t len, bq_parse_status_t st, con
         return;
     const char *name = bq_op_name(cmd->op);
     size_t n = strlen(name);
-    BQF_CHECK(len >= n && memcmp(line, name, n) == 0, "op %s but the line does not start so",
-              name);
+    BQF_CHECK(len >= n && memcmp(line, name, n) == 0, "op %s but the line does not start so", name);
 }
 
 static void check_ok(const char *line, size_t len, const bq_cmd_t *cmd)
@@ -199,8 +198,8 @@ static void check_roundtrip(const bq_cmd_t *cmd)
     size_t n = render(cmd, buf, size);
     bq_cmd_t again;
     bq_parse_status_t st = bq_parse_command(buf, n, &again);
-    BQF_CHECK(st == BQ_PARSE_OK && same_fields(cmd, &again), "canonical \"%.*s\" parses differently",
-              (int)n, buf);
+    BQF_CHECK(st == BQ_PARSE_OK && same_fields(cmd, &again),
+              "canonical \"%.*s\" parses differently", (int)n, buf);
     free(buf);
 }
 
@@ -256,7 +255,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static const char fills[] = {'9', ' ', '\0', '\r'};
     for (size_t i = 0; i < sizeof fills; i++) {
         bq_parse_status_t st2 = parse_copy(line, size, 8, fills[i], &other, &keep2);
-        BQF_CHECK(st2 == st && other.op == cmd.op && (st != BQ_PARSE_OK || same_fields(&cmd, &other)),
+        BQF_CHECK(st2 == st && other.op == cmd.op &&
+                      (st != BQ_PARSE_OK || same_fields(&cmd, &other)),
                   "result depends on the byte after the line (0x%02x)", (unsigned char)fills[i]);
         BQF_CHECK(!(op_fields(cmd.op) & F_NAME) || st != BQ_PARSE_OK ||
                       other.name - keep2 == cmd.name - keep,

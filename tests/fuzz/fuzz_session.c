@@ -41,14 +41,21 @@
 #include "yaml_check.h"
 
 #define NCONN 4
-#define AUDITOR NCONN          /* the slot of the final audit connection */
-#define MAX_JOB_SIZE 64        /* small, so that bodies and JOB_TOO_BIG are reached */
-#define OUT_KEEP 512           /* tail of each connection's output kept for reports */
+#define AUDITOR NCONN   /* the slot of the final audit connection */
+#define MAX_JOB_SIZE 64 /* small, so that bodies and JOB_TOO_BIG are reached */
+#define OUT_KEEP 512    /* tail of each connection's output kept for reports */
 #define START_MONO (1000 * BQ_NS_PER_S)
 #define START_WALL (INT64_C(1700000000) * BQ_NS_PER_S)
 
-typedef enum { CALL_NONE, CALL_OPEN, CALL_FEED, CALL_FEED_BLOCKED, CALL_EOF, CALL_CLOSE,
-               CALL_TICK } call_t;
+typedef enum {
+    CALL_NONE,
+    CALL_OPEN,
+    CALL_FEED,
+    CALL_FEED_BLOCKED,
+    CALL_EOF,
+    CALL_CLOSE,
+    CALL_TICK
+} call_t;
 
 typedef struct world world_t;
 
@@ -86,8 +93,8 @@ struct world {
     job_seen_t *jobs;
     char *capture; /* the auditor's last OK body */
     size_t capture_len;
-    size_t in_cap; /* more than a connection can ever have unread */
-    bool bytewise; /* the second run: every read is split into single bytes */
+    size_t in_cap;   /* more than a connection can ever have unread */
+    bool bytewise;   /* the second run: every read is split into single bytes */
     uint64_t digest; /* FNV-1a of every reply byte with its connection */
 };
 
@@ -284,9 +291,10 @@ static void check_bystander(const conn_t *c, bool blocked, call_t call)
     CCHECK(c, call != CALL_FEED_BLOCKED, "activity while the fed connection waits");
     CCHECK(c, c->blocked_before && !blocked, "connection %d %s waiting without a reply", c->slot,
            blocked ? "started" : "stopped");
-    CCHECK(c, c->replies == 1 && (word_is(c->last_word, "RESERVED") ||
-                                  word_is(c->last_word, "TIMED_OUT") ||
-                                  word_is(c->last_word, "DEADLINE_SOON")),
+    CCHECK(c,
+           c->replies == 1 &&
+               (word_is(c->last_word, "RESERVED") || word_is(c->last_word, "TIMED_OUT") ||
+                word_is(c->last_word, "DEADLINE_SOON")),
            "waiting connection got %u replies, last %s", c->replies,
            c->last_word ? c->last_word : "none");
     CCHECK(c, c->wakes == 1, "waiting connection answered with %u wakes", c->wakes);
@@ -306,8 +314,8 @@ static void call_end(world_t *w)
             check_bystander(c, blocked, call);
         } else if (call == CALL_EOF && c->blocked_before) {
             CCHECK(c, !blocked && c->replies == 1 && word_is(c->last_word, "TIMED_OUT"),
-                   "half-close of a waiting connection: %u replies, still waiting: %d",
-                   c->replies, blocked);
+                   "half-close of a waiting connection: %u replies, still waiting: %d", c->replies,
+                   blocked);
         } else if (call == CALL_EOF) {
             CCHECK(c, c->replies == 0 && !blocked, "half-close of an idle connection replied");
         }
@@ -584,10 +592,8 @@ static void run_action(world_t *w, const uint8_t *data, size_t size, size_t *pos
 /* Runs the whole input on a fresh engine; the digest of all replies. */
 static uint64_t run(const uint8_t *data, size_t size, bool bytewise)
 {
-    static const bq_engine_hooks_t hooks = {.send = on_send,
-                                            .wake = on_wake,
-                                            .server_info = on_server_info,
-                                            .command = on_command};
+    static const bq_engine_hooks_t hooks = {
+        .send = on_send, .wake = on_wake, .server_info = on_server_info, .command = on_command};
     const bq_engine_config_t cfg = {.max_job_size = MAX_JOB_SIZE};
     world_t w = {.now = {START_MONO, START_WALL},
                  .max_id = size / 8 + 16,

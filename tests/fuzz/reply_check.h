@@ -18,11 +18,11 @@
 #define BQF_REPLY_BODY_MAX 65536
 
 typedef struct bqf_reply {
-    const char *word;  /* the reply's first word, a static string */
-    uint64_t num[2];   /* numeric arguments in order (id, bytes, count...) */
-    const char *name;  /* USING: the tube name (not NUL-terminated) */
+    const char *word; /* the reply's first word, a static string */
+    uint64_t num[2];  /* numeric arguments in order (id, bytes, count...) */
+    const char *name; /* USING: the tube name (not NUL-terminated) */
     size_t name_len;
-    const char *body;  /* RESERVED, FOUND, OK: the body without its CRLF */
+    const char *body; /* RESERVED, FOUND, OK: the body without its CRLF */
     size_t body_len;
 } bqf_reply_t;
 
@@ -34,8 +34,8 @@ typedef struct bqf_reply_stream {
     uint32_t max_job_size; /* bound of RESERVED/FOUND bodies */
     char line[BQF_REPLY_LINE_MAX];
     size_t line_len;
-    bqf_reply_t cur;      /* the reply whose body is being read */
-    char *body;           /* body + CRLF being collected, or NULL */
+    bqf_reply_t cur; /* the reply whose body is being read */
+    char *body;      /* body + CRLF being collected, or NULL */
     size_t body_want, body_have;
 } bqf_reply_stream_t;
 

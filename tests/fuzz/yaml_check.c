@@ -96,8 +96,7 @@ bool bqf_yaml_u64(const char *body, size_t len, const char *key, uint64_t *out)
     return false;
 }
 
-bool bqf_yaml_item(const char *body, size_t len, size_t index, const char **item,
-                   size_t *item_len)
+bool bqf_yaml_item(const char *body, size_t len, size_t index, const char **item, size_t *item_len)
 {
     size_t pos = 0;
     while (pos < len) {

@@ -18,7 +18,6 @@ bool bqf_yaml_u64(const char *body, size_t len, const char *key, uint64_t *out);
 
 /* The index-th "- item" of a list body, borrowed from body; false when the
  * list is shorter. */
-bool bqf_yaml_item(const char *body, size_t len, size_t index, const char **item,
-                   size_t *item_len);
+bool bqf_yaml_item(const char *body, size_t len, size_t index, const char **item, size_t *item_len);
 
 #endif

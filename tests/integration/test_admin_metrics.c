@@ -32,7 +32,7 @@
 
 static char g_certs[200];
 static const char *const g_names[] = {"n1", "n2"};
-static bqt_server_t g_single;  /* the single beanstalkd, stopped by teardown */
+static bqt_server_t g_single;    /* the single beanstalkd, stopped by teardown */
 static bqc_cluster_t *g_cluster; /* the cluster, finished by teardown */
 static bool g_passed;
 
@@ -194,8 +194,15 @@ static bool single_admin_accepted(void)
     assert_int_equal(bqt_mkdtemp(dir, sizeof dir, "bq-metrics-flags"), 0);
     snprintf(log, sizeof log, "%s/log", dir);
     snprintf(port, sizeof port, "%d", bqt_free_port());
-    const char *args[] = {"-l",  "127.0.0.1", "-p", port, "--admin-listen", "127.0.0.1:1", "-b",
-                          "/nonexistent/bq-metrics", NULL};
+    const char *args[] = {"-l",
+                          "127.0.0.1",
+                          "-p",
+                          port,
+                          "--admin-listen",
+                          "127.0.0.1:1",
+                          "-b",
+                          "/nonexistent/bq-metrics",
+                          NULL};
     bqt_run_to_exit(bqt_our_binary(), args, log, HTTP_MS);
     bool refused = log_has(log, "requires --role");
     bqc_remove_tree(dir);

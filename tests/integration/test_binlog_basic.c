@@ -439,8 +439,14 @@ static void f0_reply_shows_no_job_before_it_is_durable(void **state)
  * fixed seed): the dropped_bytes= of its report, or -1. */
 static long long powerloss(bl_t *t, bool dry)
 {
-    const char *args[] = {"--seed", "7", "--tear", "random", dry ? "--dry-run" : t->dir,
-                          dry ? t->dir : t->crashfs, dry ? t->crashfs : NULL, NULL};
+    const char *args[] = {"--seed",
+                          "7",
+                          "--tear",
+                          "random",
+                          dry ? "--dry-run" : t->dir,
+                          dry ? t->dir : t->crashfs,
+                          dry ? t->crashfs : NULL,
+                          NULL};
     if (bqt_run_to_exit(BQ_CRASHFS_TOOL, args, t->log, EXIT_DEADLINE_MS) != 0)
         return -1;
     const char *out = read_text(t->log), *d = out ? strstr(out, "dropped_bytes=") : NULL;

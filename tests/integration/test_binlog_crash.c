@@ -73,10 +73,10 @@
 #define RUN_MIN_MS 50
 #define RUN_MAX_MS 400
 #define DEFAULT_ROUNDS 20
-#define MIN_ROUNDS 10             /* at least this many, or the scenario fails */
-#define SCENARIO_BUDGET_MS 12000  /* more rounds than MIN_ROUNDS only within this */
+#define MIN_ROUNDS 10                /* at least this many, or the scenario fails */
+#define SCENARIO_BUDGET_MS 12000     /* more rounds than MIN_ROUNDS only within this */
 #define MIN_ROUNDS_DEADLINE_MS 90000 /* MIN_ROUNDS, even on a loaded ASan machine */
-#define REPLY_DEADLINE_MS 20000  /* a live server that stays silent this long is stuck */
+#define REPLY_DEADLINE_MS 20000      /* a live server that stays silent this long is stuck */
 #define TRAFFIC_DEADLINE_MS 10000
 #define SNAPSHOT_DEADLINE_MS 30000
 #define EXIT_DEADLINE_MS 10000
@@ -103,9 +103,9 @@ typedef struct suite {
     int round;
     uint64_t promised_from; /* when the running server had replayed its log */
     unsigned long long dropped, torn, allowed_lost, allowed_resurrected, unknown_rounds;
-    uint64_t max_sync_ns;  /* the longest fsync crashfs saw in the last round */
-    uint64_t window_ns;    /* -f MS: how far back before the kill may be undone */
-    bqh_report_t last; /* of the last verification */
+    uint64_t max_sync_ns;       /* the longest fsync crashfs saw in the last round */
+    uint64_t window_ns;         /* -f MS: how far back before the kill may be undone */
+    bqh_report_t last;          /* of the last verification */
     bqm_worker_t mixer[MIXERS]; /* their jobs and PRNGs last across rounds */
     bool passed;
 } suite_t;
@@ -524,8 +524,8 @@ static void *mixer(void *arg)
         st = bqm_step(w->mixer, fd, REPLY_DEADLINE_MS);
     w->unknown |= st == BQM_DEAD || st == BQM_STUCK;
     if (st == BQM_WRONG || st == BQM_REFUSED)
-        snprintf(w->error, sizeof w->error, "%s", w->mixer->error[0] ? w->mixer->error
-                                                                       : "a command was refused");
+        snprintf(w->error, sizeof w->error, "%s",
+                 w->mixer->error[0] ? w->mixer->error : "a command was refused");
     else if (st == BQM_STUCK)
         snprintf(w->error, sizeof w->error, "no reply within %d ms", REPLY_DEADLINE_MS);
     close(fd);
@@ -637,10 +637,11 @@ static void simulate_power_loss(suite_t *s)
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)(next_rand(&s->rng) % 1000000007));
     snprintf(log, sizeof log, "%s/crashfs-last.log", s->work);
     snprintf(journal, sizeof journal, "%s/journal.last", s->work);
-    const char *args[] = {"--seed", seed, "--tear", tear && *tear ? tear : "random",
-                          "--save-journal", journal, s->binlog, s->crashfs, NULL};
-    int rc = bqt_run_to_exit(tool && *tool ? tool : BQ_CRASHFS_TOOL, args, log,
-                             POWERLOSS_DEADLINE_MS);
+    const char *args[] = {
+        "--seed",  seed,       "--tear", tear && *tear ? tear : "random", "--save-journal", journal,
+        s->binlog, s->crashfs, NULL};
+    int rc =
+        bqt_run_to_exit(tool && *tool ? tool : BQ_CRASHFS_TOOL, args, log, POWERLOSS_DEADLINE_MS);
     text = NULL;
     size_t len = 0;
     FILE *f = fopen(log, "r"), *out = fopen(s->plog, "a");
@@ -656,8 +657,8 @@ static void simulate_power_loss(suite_t *s)
         fclose(out);
     }
     if (rc != 0 || !text || !strstr(text, "crashfs-powerloss: files=")) {
-        fprintf(stderr, "%s: round %d: crashfs-powerloss: %.*s\n", s->sc->name, s->round,
-                (int)len, text ? text : "");
+        fprintf(stderr, "%s: round %d: crashfs-powerloss: %.*s\n", s->sc->name, s->round, (int)len,
+                text ? text : "");
         free(text);
         fail_msg("%s: round %d: crashfs-powerloss failed (exit %d; its output is above)",
                  s->sc->name, s->round, rc);
@@ -853,8 +854,8 @@ static void run_scenario(void **state, const scenario_t *sc)
         fprintf(stderr,
                 "; power loss: %llu bytes dropped, %llu torn writes, undo window up to %.0f ms; "
                 "allowed: %llu lost, %llu resurrected",
-                s->dropped, s->torn, (double)s->window_ns / 1e6,
-                s->allowed_lost, s->allowed_resurrected);
+                s->dropped, s->torn, (double)s->window_ns / 1e6, s->allowed_lost,
+                s->allowed_resurrected);
     fprintf(stderr, "\n");
     bqh_report_summary(stderr, &s->last);
     assert_true(s->last.puts_acked > 0 && s->last.deletes_acked > 0);
@@ -962,11 +963,11 @@ static void checker_reports_each_problem(void **state)
     put_at(s->h, t + 40, BQH_ACKED, 3, "cc");          /* mismatch: 3 holds "c" */
     put_at(s->h, t + 50, BQH_ACKED, 9, "lost");        /* lost: 9 is absent */
     put_at(s->h, t + 60, BQH_ACKED, 6, "late");        /* id reuse: 6 < 9, sent after */
-    bqh_fault(s->h, "kill -9"); /* the unknown puts were in flight at it */
+    bqh_fault(s->h, "kill -9");                        /* the unknown puts were in flight at it */
     bqh_put(s->h, 0, t + 70, bqh_now_ns(), BQH_UNKNOWN, 0, "u", 1); /* absent, allowed */
     bqh_put(s->h, 0, t + 80, bqh_now_ns(), BQH_UNKNOWN, 0, "v", 1); /* present as 7, allowed */
     bqh_settled(s->h, "restarted");
-    put_at(s->h, t + 1000, BQH_ACKED, 10, "undone");   /* lost but not promised */
+    put_at(s->h, t + 1000, BQH_ACKED, 10, "undone"); /* lost but not promised */
     /* Not in the history: 4 ("x", unexpected) and 5 ("a" again, duplicate). */
     bqh_rules_t rules = {.promised_before = t + 1000};
     bqh_report_t rep;
@@ -1015,7 +1016,7 @@ static void checker_window_and_foreign_jobs(void **state)
     assert_true(put_job(fd, "foreign-2") > 0);
     close(fd);
     uint64_t t = bqh_now_ns() - 1000000000u;
-    put_at(s->h, t + 10, BQH_ACKED, 7, "before"); /* lost, promised */
+    put_at(s->h, t + 10, BQH_ACKED, 7, "before");   /* lost, promised */
     put_at(s->h, t + 1000, BQH_ACKED, 8, "inside"); /* lost, in the window */
     put_at(s->h, t + 3000, BQH_ACKED, 9, "after");  /* lost, promised again */
     bqh_rules_t rules = {.promised_before = t + 500, .promised_after = t + 2000};

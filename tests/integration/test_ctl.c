@@ -934,10 +934,10 @@ static void status_switchover_promote_on_a_real_cluster(void **state)
 {
     real_t *t = *state;
     bqc_cluster_t *c = t->c;
-    static const char *const primary[] = {"--role=primary", "-f", "0", "--repl-timeout", "1000",
-                                          NULL};
-    static const char *const standby[] = {"--role=standby", "-f", "0", "--repl-timeout", "1000",
-                                          NULL};
+    static const char *const primary[] = {"--role=primary", "-f",   "0",
+                                          "--repl-timeout", "1000", NULL};
+    static const char *const standby[] = {"--role=standby", "-f",   "0",
+                                          "--repl-timeout", "1000", NULL};
     unsigned long long ids[NJOBS];
     char u1[64], u2[64], nodes[160];
     bqc_view_t v;
@@ -1153,11 +1153,11 @@ static void openssl_leaf(const char *dir, const char *name, const char *cn, cons
     assert_int_equal(openssl(0, (const char *const[]){"req", "-new", "-key", id.key, "-subj", subj,
                                                       "-out", csr, NULL}),
                      0);
-    assert_int_equal(openssl(0, (const char *const[]){"x509", "-req", "-in", csr, "-CA", id.ca,
-                                                      "-CAkey", cakey, "-set_serial", ser, "-days",
-                                                      "2", "-sha256", "-extfile", extfile, "-out",
-                                                      id.cert, NULL}),
-                     0);
+    assert_int_equal(
+        openssl(0, (const char *const[]){"x509", "-req", "-in", csr, "-CA", id.ca, "-CAkey", cakey,
+                                         "-set_serial", ser, "-days", "2", "-sha256", "-extfile",
+                                         extfile, "-out", id.cert, NULL}),
+        0);
 }
 
 #define LEAF_EXT                                                                                   \

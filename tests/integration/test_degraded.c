@@ -50,12 +50,12 @@
 
 #define WORKERS 2
 #define TUBE "dg"
-#define STANDBY_LOST_MAX_MS 12000  /* target 6 s */
-#define PROMOTED_MAX_MS 12000      /* target 6 s after the accepted promote */
+#define STANDBY_LOST_MAX_MS 12000     /* target 6 s */
+#define PROMOTED_MAX_MS 12000         /* target 6 s after the accepted promote */
 #define WITNESS_FAILOVER_MAX_MS 16000 /* target 8 s */
 #define AFTER_ACKS 30
-#define SYNC_TIMEOUT_MS 2000       /* the default --sync-timeout */
-#define FAILOVER_TIMEOUT_MS 1000   /* the default --failover-timeout */
+#define SYNC_TIMEOUT_MS 2000     /* the default --sync-timeout */
+#define FAILOVER_TIMEOUT_MS 1000 /* the default --failover-timeout */
 #if defined(__SANITIZE_ADDRESS__)
 #define LARGE_JOBS 200000 /* ASan: five times slower and larger */
 #else
@@ -208,8 +208,7 @@ static long long kill_and_time(suite_t *s, size_t i, const char *what, long long
     long long ms = bqw_recovery_wait(s->w, t0, what);
     fprintf(stderr, "%s: writes acknowledged again after %lld ms\n", what, ms);
     if (ms >= max_ms)
-        fail_msg("%s: writes were acknowledged again after %lld ms, want < %lld", what, ms,
-                 max_ms);
+        fail_msg("%s: writes were acknowledged again after %lld ms, want < %lld", what, ms, max_ms);
     bqw_wait_acks(s->w, AFTER_ACKS);
     return ms;
 }
@@ -324,11 +323,12 @@ static void pair_primary_lost(void **state)
         fail_msg("promote on %s answered %d: %s", name_of(s, b), t.status, t.body);
     uint64_t t0 = bqw_recovery_arm(s->w);
     long long ms = bqw_recovery_wait(s->w, t0, "the accepted promote");
-    fprintf(stderr, "two nodes, primary killed: writes acknowledged %lld ms after the accepted "
-            "promote\n", ms);
+    fprintf(stderr,
+            "two nodes, primary killed: writes acknowledged %lld ms after the accepted "
+            "promote\n",
+            ms);
     if (ms >= PROMOTED_MAX_MS)
-        fail_msg("writes acknowledged %lld ms after the promote, want < %d", ms,
-                 PROMOTED_MAX_MS);
+        fail_msg("writes acknowledged %lld ms after the promote, want < %d", ms, PROMOTED_MAX_MS);
     wait_sync(s, b, "degraded");
     node_up(s, p); /* its usual --role=primary: it finds b leads */
     bqc_wait_log(s->c, p, "replication: following the primary", NULL, 1, BQC_WAIT_MS);
@@ -377,7 +377,10 @@ static void stalled_standby_put_gets_reply(void **state)
     bqh_outcome_t out = bqw_put(s->w, fd, BQC_REPLY_MS, &id, err, sizeof err);
     long long ms = bqt_now_ms() - t0;
     fprintf(stderr, "a put waiting on a stopped standby: %s after %lld ms\n",
-            out == BQH_ACKED ? "INSERTED" : out == BQH_UNKNOWN ? "no reply" : err, ms);
+            out == BQH_ACKED     ? "INSERTED"
+            : out == BQH_UNKNOWN ? "no reply"
+                                 : err,
+            ms);
     assert_int_equal(out, BQH_ACKED);
     if (ms < SYNC_TIMEOUT_MS * 9 / 10 || ms >= 2 * SYNC_TIMEOUT_MS + 2000)
         fail_msg("the held put was answered after %lld ms, want about %d", ms, SYNC_TIMEOUT_MS);
@@ -457,8 +460,10 @@ static void pair_second_failure_loses_only_the_window(void **state)
     bqw_wait_acks(s->w, AFTER_ACKS);
     bqh_rules_t rules = {.promised_before = window, .promised_after = window_end};
     bqw_check(s->w, b, &rules, &rep);
-    fprintf(stderr, "second failure: %zu lost and %zu deletes undone, all acknowledged while "
-            "degraded\n", rep.allowed_lost, rep.allowed_resurrected);
+    fprintf(stderr,
+            "second failure: %zu lost and %zu deletes undone, all acknowledged while "
+            "degraded\n",
+            rep.allowed_lost, rep.allowed_resurrected);
     assert_true(rep.allowed_lost + rep.allowed_resurrected > 0);
     s->passed = true;
 }
@@ -500,7 +505,7 @@ static void witness_new_primary_dies_before_writes(void **state)
 {
     suite_t *s = *state;
     static const char *const slow[] = {"--role=standby", "--failover=auto", "--witness", "n3",
-                                       "--sync-timeout", "10000", NULL};
+                                       "--sync-timeout", "10000",           NULL};
     bqc_view_t v;
     make(s, WITNESS, NULL);
     s->flags[0] = s->flags[1] = slow;
@@ -548,8 +553,7 @@ static void fill(int fd, long n)
         long k = n - done < 1000 ? n - done : 1000;
         size_t len = 0;
         for (long j = 0; j < k; j++)
-            len += (size_t)snprintf(cmd + len, sizeof cmd - len, "put 0 0 600 100\r\n%s\r\n",
-                                    body);
+            len += (size_t)snprintf(cmd + len, sizeof cmd - len, "put 0 0 600 100\r\n%s\r\n", body);
         bqt_send(fd, cmd, len);
         for (long j = 0; j < k; j++) {
             char *line = bqt_read_line(fd, BQC_REPLY_MS);

@@ -67,7 +67,7 @@ typedef struct suite {
     bqc_cluster_t *c;
     bqw_t *w;                      /* the workers, probes and the history */
     bqt_proxy_t *px[NODES][NODES]; /* px[i][j]: node i's link to node j, when routed */
-    struct round *rounds; /* random_fault_rounds' record, freed by teardown */
+    struct round *rounds;          /* random_fault_rounds' record, freed by teardown */
     bool passed;
 } suite_t;
 
@@ -173,8 +173,8 @@ static void auto_elects_and_fails_over(void **state)
     long long t0 = bqt_now_ms();
     start_all(s);
     size_t p = bqw_wait_primary(s->w, -1, &v0);
-    fprintf(stderr, "first primary: %s, epoch %llu, %lld ms after the start\n", v0.node,
-            v0.epoch, bqt_now_ms() - t0);
+    fprintf(stderr, "first primary: %s, epoch %llu, %lld ms after the start\n", v0.node, v0.epoch,
+            bqt_now_ms() - t0);
     assert_int_equal(bqc_log_count(s->c, p, "cluster start", "role=primary"), 1);
     bqw_start(s->w);
     long long ms = kill_primary_under_load(s, p, random_target(150, 200));
@@ -216,8 +216,8 @@ static void killed_primary_rejoins(void **state)
     size_t nids;
     const unsigned long long *ids = bqw_ids(s->w, &nids);
     size_t found = bqc_compare_dirs(s->c->node[q].bdir, s->c->node[p].bdir, ids, nids);
-    fprintf(stderr, "%zu of %zu acknowledged ids in both directories, %zu jobs in all\n",
-            found, nids, present);
+    fprintf(stderr, "%zu of %zu acknowledged ids in both directories, %zu jobs in all\n", found,
+            nids, present);
     assert_true(found > 0 && found <= present);
     s->passed = true;
 }
@@ -254,13 +254,13 @@ static void paused_primary_is_fenced(void **state)
     bqh_outcome_t out = bqw_put(s->w, fd, HELD_MS, &id, err, sizeof err);
     close(fd);
     fprintf(stderr, "a put to the resumed old primary: %s\n",
-            out == BQH_ACKED    ? "INSERTED"
+            out == BQH_ACKED     ? "INSERTED"
             : out == BQH_UNKNOWN ? "no reply"
             : err[0]             ? err
                                  : "DRAINING");
     if (out == BQH_ACKED)
-        fail_msg("the old primary %s acknowledged a put (id %llu) after it resumed",
-                 name_of(s, p), id);
+        fail_msg("the old primary %s acknowledged a put (id %llu) after it resumed", name_of(s, p),
+                 id);
     /* Fenced at once on its first read after the pause: DRAINING (or the
      * connection closes as it restarts), never anything else. */
     if (err[0])
@@ -324,8 +324,9 @@ static void partitioned_primary_steps_aside(void **state)
     bqc_wait_log(s->c, p, "fenced: no majority", NULL, 1, BQC_WAIT_MS);
     bqh_outcome_t out = bqw_put(s->w, fd, HELD_MS, &id, err, sizeof err);
     if (out != BQH_REFUSED || err[0])
-        fail_msg("a put to the fenced primary: %s, want DRAINING",
-                 out == BQH_ACKED ? "INSERTED" : out == BQH_UNKNOWN ? "no reply" : err);
+        fail_msg("a put to the fenced primary: %s, want DRAINING", out == BQH_ACKED     ? "INSERTED"
+                                                                   : out == BQH_UNKNOWN ? "no reply"
+                                                                                        : err);
     expect_reply(fd, "stats\r\n", "OK ");
     expect_reply(fd, "list-tubes\r\n", "OK ");
     size_t q = bqw_wait_primary(s->w, (int)p, &v1);
@@ -343,9 +344,15 @@ static void partitioned_primary_steps_aside(void **state)
 
 /* Writes stay available on one data node (degraded): the witness gives the
  * third vote, never leads, and stores no job. */
-static const char *const witness_data_flags[] = {
-    "--role=standby", "--failover=auto", "-f", "0", "--witness", "n3", "--sync-timeout", "300",
-    NULL};
+static const char *const witness_data_flags[] = {"--role=standby",
+                                                 "--failover=auto",
+                                                 "-f",
+                                                 "0",
+                                                 "--witness",
+                                                 "n3",
+                                                 "--sync-timeout",
+                                                 "300",
+                                                 NULL};
 static const char *const witness_flags[] = {"--role=witness", "--failover=auto", NULL};
 
 static void witness_breaks_the_tie(void **state)
@@ -400,18 +407,18 @@ static const char *const fault_name[FAULTS] = {
  * them whatever happens), the cluster before it and what it took. */
 typedef struct round {
     fault_t kind;
-    size_t p;                /* the primary before the fault */
-    size_t other;            /* a standby: the one cut, killed, or the target */
-    long long hold_ms;       /* how long a pause or a cut lasts at least: 2-3 timeouts */
-    bqt_proxy_mode_t cut;    /* DROP or BLACKHOLE, for the cuts */
-    int kill_after_ms;       /* switchover-kill: from the request to the kill, 0-39 */
-    bqc_view_t before;       /* the primary's view before the fault */
-    size_t q;                /* the primary once writes are acknowledged again */
-    bqc_view_t after;        /* its view */
-    long long recovery_ms;   /* from the fault to the first acknowledged put sent after it */
-    long long round_ms;      /* the whole round, until the cluster was whole again */
-    int http;                /* a switchover's status (0: the connection closed) */
-    char text[HTTP_TEXT];    /* and its body */
+    size_t p;              /* the primary before the fault */
+    size_t other;          /* a standby: the one cut, killed, or the target */
+    long long hold_ms;     /* how long a pause or a cut lasts at least: 2-3 timeouts */
+    bqt_proxy_mode_t cut;  /* DROP or BLACKHOLE, for the cuts */
+    int kill_after_ms;     /* switchover-kill: from the request to the kill, 0-39 */
+    bqc_view_t before;     /* the primary's view before the fault */
+    size_t q;              /* the primary once writes are acknowledged again */
+    bqc_view_t after;      /* its view */
+    long long recovery_ms; /* from the fault to the first acknowledged put sent after it */
+    long long round_ms;    /* the whole round, until the cluster was whole again */
+    int http;              /* a switchover's status (0: the connection closed) */
+    char text[HTTP_TEXT];  /* and its body */
 } round_t;
 
 /* splitmix64: the whole state is the seed, so a printed seed replays. */
@@ -453,7 +460,8 @@ static unsigned parse_kinds(const char *list)
         if (k == FAULTS)
             fail_msg("BQ_FAILOVER_FAULTS: unknown fault \"%.*s\" (kill-primary, stop-primary, "
                      "isolate-primary, cut-one-standby, one-way-loss, kill-standby, "
-                     "switchover, switchover-kill)", (int)len, p);
+                     "switchover, switchover-kill)",
+                     (int)len, p);
         kinds |= 1u << k;
         p += len + (p[len] == ',');
     }
@@ -507,8 +515,8 @@ static void expect_same_primary(suite_t *s, round_t *rd)
 {
     rd->q = bqw_wait_primary(s->w, -1, &rd->after);
     if (rd->q != rd->p || rd->after.epoch != rd->before.epoch)
-        fail_msg("the primary is %s in epoch %llu, want %s still, in epoch %llu",
-                 rd->after.node, rd->after.epoch, rd->before.node, rd->before.epoch);
+        fail_msg("the primary is %s in epoch %llu, want %s still, in epoch %llu", rd->after.node,
+                 rd->after.epoch, rd->before.node, rd->before.epoch);
 }
 
 /* After a fault whose outcome is open (which node leads, in which epoch):
@@ -583,8 +591,8 @@ static void f_stop_primary(suite_t *s, round_t *rd)
     bqh_outcome_t out = bqw_put(s->w, fd, HELD_MS, &id, err, sizeof err);
     close(fd);
     if (out == BQH_ACKED)
-        fail_msg("the old primary %s acknowledged a put (id %llu) after it resumed",
-                 name_of(s, p), id);
+        fail_msg("the old primary %s acknowledged a put (id %llu) after it resumed", name_of(s, p),
+                 id);
     if (err[0])
         fail_msg("the resumed old primary %s answered %s", name_of(s, p), err);
     wait_stepped_down(s, p, downs);
@@ -762,7 +770,8 @@ static void wait_whole(suite_t *s, const round_t *rd)
     size_t q = bqw_wait_primary(s->w, -1, &v);
     if (q != rd->q || v.epoch != rd->after.epoch)
         fail_msg("the primary is %s in epoch %llu, want %s in epoch %llu: an election without "
-                 "a fault", v.node, v.epoch, rd->after.node, rd->after.epoch);
+                 "a fault",
+                 v.node, v.epoch, rd->after.node, rd->after.epoch);
 }
 
 static long env_long(const char *name, long dflt)
@@ -800,8 +809,8 @@ static void print_summary(const round_t *rd, int rounds)
     for (int r = 0; r < rounds; r++)
         if (rd[r].kind == SWITCHOVER_KILL)
             replies[rd[r].http == 200 ? 0 : rd[r].http == 409 ? 1 : rd[r].http == 504 ? 2 : 3]++;
-    fprintf(stderr, "switchover-kill replies: 200 x%d, 409 x%d, 504 x%d, closed x%d\n",
-            replies[0], replies[1], replies[2], replies[3]);
+    fprintf(stderr, "switchover-kill replies: 200 x%d, 409 x%d, 504 x%d, closed x%d\n", replies[0],
+            replies[1], replies[2], replies[3]);
     free(ms);
 }
 
@@ -831,10 +840,10 @@ static void print_round_end(const round_t *rd)
 {
     char http[HTTP_TEXT + 32] = "";
     if (rd->kind == SWITCHOVER || rd->kind == SWITCHOVER_KILL)
-        snprintf(http, sizeof http, " reply %d \"%.*s\";", rd->http,
-                 (int)strcspn(rd->text, "\r\n"), rd->text);
-    fprintf(stderr, "%s writes again after %lld ms; primary %s, epoch %llu; round %lld ms\n",
-            http, rd->recovery_ms, rd->after.node, rd->after.epoch, rd->round_ms);
+        snprintf(http, sizeof http, " reply %d \"%.*s\";", rd->http, (int)strcspn(rd->text, "\r\n"),
+                 rd->text);
+    fprintf(stderr, "%s writes again after %lld ms; primary %s, epoch %llu; round %lld ms\n", http,
+            rd->recovery_ms, rd->after.node, rd->after.epoch, rd->round_ms);
 }
 
 static void random_fault_rounds(void **state)
@@ -849,9 +858,11 @@ static void random_fault_rounds(void **state)
     assert_true(rounds > 0);
     rd = s->rounds = calloc((size_t)rounds, sizeof *rd);
     assert_non_null(rd);
-    fprintf(stderr, "random_fault_rounds: %ld rounds, seed %llu (BQ_FAILOVER_SEED=%llu "
-            "replays the same choices)%s%s\n", rounds, (unsigned long long)seed,
-            (unsigned long long)seed, getenv("BQ_FAILOVER_FAULTS") ? ", faults: " : "",
+    fprintf(stderr,
+            "random_fault_rounds: %ld rounds, seed %llu (BQ_FAILOVER_SEED=%llu "
+            "replays the same choices)%s%s\n",
+            rounds, (unsigned long long)seed, (unsigned long long)seed,
+            getenv("BQ_FAILOVER_FAULTS") ? ", faults: " : "",
             getenv("BQ_FAILOVER_FAULTS") ? getenv("BQ_FAILOVER_FAULTS") : "");
     for (size_t i = 0; i < NODES; i++)
         s->c->node[i].admin_port = bqt_free_port();

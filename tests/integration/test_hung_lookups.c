@@ -73,9 +73,9 @@ static void start_node(fx_t *f, const char *const *extra)
     snprintf(self, sizeof self, "n1=127.0.0.1:%d", bqt_free_port());
     snprintf(n2, sizeof n2, "n2=n2.hang.test:%d", bqt_free_port());
     snprintf(n3, sizeof n3, "n3=n3.hang.test:%d", bqt_free_port());
-    const char *args[24] = {"-b",     f->bdir, "-f",     "0",  "--node-id", "n1",
-                            "--peer", self,    "--peer", n2,   "--peer",    n3,
-                            "--repl-plaintext"};
+    const char *args[24] = {
+        "-b",     f->bdir, "-f",     "0", "--node-id",       "n1", "--peer", self,
+        "--peer", n2,      "--peer", n3,  "--repl-plaintext"};
     size_t k = 13;
     for (const char *const *e = extra; e && *e && k < 23; e++)
         args[k++] = *e;
@@ -119,8 +119,9 @@ static void primary_fsyncs_while_lookups_hang(void **state)
             worst = bqt_now_ms() - t0;
     }
     close(fd);
-    fprintf(stderr, "%d puts acknowledged while every lookup went unanswered; slowest %lld "
-                    "ms (the first waits out --sync-timeout)\n",
+    fprintf(stderr,
+            "%d puts acknowledged while every lookup went unanswered; slowest %lld "
+            "ms (the first waits out --sync-timeout)\n",
             PUTS, worst);
     /* The lookups really hung: asked, never answered, no peer reached. */
     assert_true(bqt_dns_queries(f->dns) > 0);

@@ -74,9 +74,9 @@ struct fx {
     pthread_cond_t cv;
     loop_fn fn; /* the call on_loop waits for, NULL when done */
     void *arg;
-    int port;          /* the proxy's */
-    int accept_sndbuf; /* when > 0, SO_SNDBUF of accepted sockets */
-    int accept_rcvbuf; /* when > 0, SO_RCVBUF of accepted sockets */
+    int port;           /* the proxy's */
+    int accept_sndbuf;  /* when > 0, SO_SNDBUF of accepted sockets */
+    int accept_rcvbuf;  /* when > 0, SO_RCVBUF of accepted sockets */
     bqt_server_t bs[2]; /* targets */
     char bs_port[2][16];
     int leftover_fd; /* a client the test leaves to teardown, or -1 */
@@ -163,7 +163,7 @@ static size_t proxy_count(fx_t *f)
     return n;
 }
 
-static fx_t *count_fx;  /* the fixture count_reached asks */
+static fx_t *count_fx; /* the fixture count_reached asks */
 static size_t count_want;
 
 static bool count_reached(void *arg)
@@ -394,9 +394,8 @@ static void unreachable_target_closes_at_once(void **state)
     fx_t *f = *state;
     char port[16];
     snprintf(port, sizeof port, "%d", bqt_free_port()); /* nothing listens there */
-    const char *const hosts[][2] = {{"127.0.0.1", port},
-                                    {"localhost", port},
-                                    {"localhost", "no-such-service-name"}};
+    const char *const hosts[][2] = {
+        {"127.0.0.1", port}, {"localhost", port}, {"localhost", "no-such-service-name"}};
     for (size_t i = 0; i < sizeof hosts / sizeof hosts[0]; i++) {
         set_target(f, hosts[i][0], hosts[i][1]);
         int fd = client(f);
@@ -515,8 +514,8 @@ static queues_t kernel_queues(int port, int skip_port)
         unsigned lip, lport, rip, rport, st;
         unsigned long tx, rx;
         if (sscanf(line, " %*u: %x:%x %x:%x %x %lx:%lx", &lip, &lport, &rip, &rport, &st, &tx,
-                   &rx) != 7 || st != 1 /* ESTABLISHED */ || (int)lport == skip_port ||
-            (int)rport == skip_port)
+                   &rx) != 7 ||
+            st != 1 /* ESTABLISHED */ || (int)lport == skip_port || (int)rport == skip_port)
             continue;
         if ((int)rport == port) {
             q.to_tx += (long long)tx;
@@ -566,7 +565,8 @@ static int nb_client(fx_t *f, int rcvbuf)
     if (rcvbuf > 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)f->port),
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)f->port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
     assert_int_equal(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK), 0);
@@ -655,11 +655,11 @@ static void pipelined_stream_stays_bounded(void **state)
     /* Client to server: what the client sent, less what beanstalkd ran and
      * what the kernel holds, is in the proxy (or, up to one 224-byte read,
      * in beanstalkd's command buffer). */
-    long long up = s.sent - 8 * s.peeks - s.proxy.to_tx - s.proxy.to_rx - s.server.to_tx -
-                   s.server.to_rx;
+    long long up =
+        s.sent - 8 * s.peeks - s.proxy.to_tx - s.proxy.to_rx - s.server.to_tx - s.server.to_rx;
     /* Server to client: every reply is still on the way (none was read). */
-    long long down = 11 * s.peeks - s.server.from_tx - s.server.from_rx - s.proxy.from_tx -
-                     s.proxy.from_rx;
+    long long down =
+        11 * s.peeks - s.server.from_tx - s.server.from_rx - s.proxy.from_tx - s.proxy.from_rx;
     print_message("sent %lld, run %lld, in the proxy: %lld up, %lld down\n", s.sent, s.peeks, up,
                   down);
     /* Both directions stay bounded; the stall comes from one of them being

@@ -4,9 +4,9 @@
  * crashfs-powerloss rewriting its binlog directory (and its election state)
  * to exactly that, with a torn write. Nothing a node says it synced is
  * believed. The disks are slow (every sync takes 20 ms more), so that what
- * is written but not yet synced is a wide target. Clients put and delete one command at a time through any node
- * (tests/support/workload.h); every acknowledgement is promised (default
- * flags, docs/replication.md: a reply waits for two copies on disk).
+ * is written but not yet synced is a wide target. Clients put and delete one command at a time
+ * through any node (tests/support/workload.h); every acknowledgement is promised (default flags,
+ * docs/replication.md: a reply waits for two copies on disk).
  *
  * Cases:
  * - the whole site loses power at a random moment (three nodes,
@@ -272,13 +272,15 @@ static void site_power_loss_primary_gone(void **state)
         bqw_wait_acks(s->w, AFTER_ACKS);
         bqw_check(s->w, q, NULL, &rep);
         puts += rep.puts_acked;
-        fprintf(stderr, "round %d: %s elected after the power loss; %zu puts acknowledged, "
-                        "none lost\n",
+        fprintf(stderr,
+                "round %d: %s elected after the power loss; %zu puts acknowledged, "
+                "none lost\n",
                 r, name_of(s, q), (size_t)rep.puts_acked);
         end_cluster(s, true);
     }
-    fprintf(stderr, "site power loss: %d rounds, %llu puts acknowledged, %llu bytes dropped by "
-                    "the power losses\n",
+    fprintf(stderr,
+            "site power loss: %d rounds, %llu puts acknowledged, %llu bytes dropped by "
+            "the power losses\n",
             rounds, puts, s->dropped);
     /* The power went while something was unsynced (else this proved
      * nothing about what the nodes synced). */

@@ -57,19 +57,19 @@
 #define STALL_MIN_MS 500    /* a stall is not noticed before half of it */
 #define STALL_MAX_MS 6000   /* ...and surely after REPL_TIMEOUT plus a slow machine */
 #define KILL9_WORKERS 4
-#define PENDING_MS 200      /* every worker waits this long on the stalled link before the kill */
-#define REFUSE_MS 5000      /* for refusing to start, --sync-timeout 300 after a held put */
-#define BIG_BODY 10240      /* bodies of the cut-link case: several TCP segments each */
+#define PENDING_MS 200 /* every worker waits this long on the stalled link before the kill */
+#define REFUSE_MS 5000 /* for refusing to start, --sync-timeout 300 after a held put */
+#define BIG_BODY 10240 /* bodies of the cut-link case: several TCP segments each */
 
 enum { A = 0, B = 1 }; /* the primary and the standby */
 
 static char g_certs[128]; /* made once by the group setup */
 
 typedef struct node {
-    bqt_server_t srv;  /* pid 0 when down */
-    const char *name;  /* "a" or "b" */
-    char bdir[160];    /* its binlog directory */
-    int repl_port;     /* its --peer port */
+    bqt_server_t srv; /* pid 0 when down */
+    const char *name; /* "a" or "b" */
+    char bdir[160];   /* its binlog directory */
+    int repl_port;    /* its --peer port */
     int restarts;
 } node_t;
 
@@ -318,8 +318,8 @@ static char *ask(int fd, const char *cmd)
     char *line = bqt_read_line(fd, REPLY_MS);
     if (!line)
         fail_msg("no reply within %d ms to \"%.*s\"", REPLY_MS, (int)strcspn(cmd, "\r"), cmd);
-    bool data = !strncmp(line, "OK ", 3) || !strncmp(line, "FOUND ", 6) ||
-                !strncmp(line, "RESERVED ", 9);
+    bool data =
+        !strncmp(line, "OK ", 3) || !strncmp(line, "FOUND ", 6) || !strncmp(line, "RESERVED ", 9);
     if (!data)
         return line;
     size_t n = strtoull(strrchr(line, ' ') + 1, NULL, 10), ll = strlen(line);
@@ -457,8 +457,8 @@ static void compare_dirs(suite_t *s, unsigned long long max_id, size_t live)
     size_t found = bqc_compare_dirs(s->n[A].bdir, s->n[B].bdir, ids, max_id);
     free(ids);
     if (found != live)
-        fail_msg("the directories agree but hold %zu jobs of ids 1..%llu, want %zu", found,
-                 max_id, live);
+        fail_msg("the directories agree but hold %zu jobs of ids 1..%llu, want %zu", found, max_id,
+                 live);
 }
 
 /* Waits for the standby to catch up, stops both (SIGTERM) and compares. */
@@ -675,7 +675,7 @@ static unsigned long long put_during_resync(suite_t *s, unsigned long long max, 
 static void long_outage_resync(void **state)
 {
     suite_t *s = *state;
-    const char *const extra[] = {"-s", "65536", "--sync-fallback", "async", "--sync-timeout",
+    const char *const extra[] = {"-s",  "65536", "--sync-fallback", "async", "--sync-timeout",
                                  "200", NULL};
     const opts_t p = {"primary", "a", extra};
     size_t live = 0;
@@ -728,8 +728,8 @@ static void primary_serves_alone(suite_t *s)
 static void wrong_certificates_refused(void **state)
 {
     suite_t *s = *state;
-    const char *const extra[] = {"--sync-fallback", "async", "--sync-timeout", "200",
-                                 "--repl-timeout", REPL_TIMEOUT, NULL};
+    const char *const extra[] = {
+        "--sync-fallback", "async", "--sync-timeout", "200", "--repl-timeout", REPL_TIMEOUT, NULL};
     const opts_t p = {"primary", "a", extra};
     static const struct {
         const char *cert, *why;
@@ -746,9 +746,23 @@ static void wrong_certificates_refused(void **state)
         snprintf(key, sizeof key, "%s/%s.key", g_certs, wrong[i]);
         snprintf(ca, sizeof ca, "%s/ca.pem", g_certs);
         snprintf(log, sizeof log, "%s/wrong-cert.log", s->n[B].bdir);
-        const char *args[] = {"--check-config", "--role=standby", "--node-id", "b", "--peer",
-                              "a=127.0.0.1:1", "--peer", "b=127.0.0.1:2", "-b", s->n[B].bdir,
-                              "--tls-cert", cert, "--tls-key", key, "--tls-ca", ca, NULL};
+        const char *args[] = {"--check-config",
+                              "--role=standby",
+                              "--node-id",
+                              "b",
+                              "--peer",
+                              "a=127.0.0.1:1",
+                              "--peer",
+                              "b=127.0.0.1:2",
+                              "-b",
+                              s->n[B].bdir,
+                              "--tls-cert",
+                              cert,
+                              "--tls-key",
+                              key,
+                              "--tls-ca",
+                              ca,
+                              NULL};
         assert_int_equal(bqt_run_to_exit(bqt_our_binary(), args, log, 10000), 1);
         assert_true(bqt_log_count(log, "does not name --node-id b", NULL) >= 1);
     }
@@ -826,8 +840,8 @@ static bool w_delete(worker_t *w, int fd, unsigned long long *ids, size_t *n)
     int len = snprintf(cmd, sizeof cmd, "delete %llu\r\n", ids[0]);
     uint64_t t0 = bqh_now_ns();
     char *line = w_ask(w, fd, cmd, (size_t)len);
-    bqh_outcome_t out = !line                          ? BQH_UNKNOWN
-                        : !strcmp(line, "DELETED\r\n") ? BQH_ACKED
+    bqh_outcome_t out = !line                            ? BQH_UNKNOWN
+                        : !strcmp(line, "DELETED\r\n")   ? BQH_ACKED
                         : !strcmp(line, "NOT_FOUND\r\n") ? BQH_NOT_FOUND
                                                          : BQH_UNKNOWN;
     if (line && out == BQH_UNKNOWN)
@@ -847,9 +861,9 @@ static bool w_put(worker_t *w, int fd, unsigned seq, unsigned long long *ids, si
     uint64_t t0 = bqh_now_ns();
     char *line = w_ask(w, fd, cmd, (size_t)len);
     unsigned long long id = 0;
-    bqh_outcome_t out = !line                                         ? BQH_UNKNOWN
+    bqh_outcome_t out = !line                                     ? BQH_UNKNOWN
                         : sscanf(line, "INSERTED %llu", &id) == 1 ? BQH_ACKED
-                                                                      : BQH_REFUSED;
+                                                                  : BQH_REFUSED;
     if (out == BQH_REFUSED)
         snprintf(w->error, sizeof w->error, "put: \"%.60s\"", line);
     bqh_put(w->h, w->id, t0, bqh_now_ns(), out, id, body, (size_t)blen);
@@ -929,8 +943,8 @@ static void verify_promoted(suite_t *s, bqh_history_t *h)
 static void kill9_start(suite_t *s, kill9_t *k)
 {
     for (int i = 0; i < KILL9_WORKERS; i++) {
-        k->w[i] = (worker_t){.id = i, .port = s->n[A].srv.port, .h = k->h, .stop = &k->stop,
-                             .acked = &k->acked};
+        k->w[i] = (worker_t){
+            .id = i, .port = s->n[A].srv.port, .h = k->h, .stop = &k->stop, .acked = &k->acked};
         assert_int_equal(pthread_create(&k->w[i].thread, NULL, kill9_worker, &k->w[i]), 0);
     }
 }
@@ -997,14 +1011,17 @@ static void sync_kill9_no_acked_loss(void **state)
     bool reached = bqt_wait_until(enough_acked, &aw, WAIT_MS);
     bqt_proxy_set(s->proxy, BQT_PROXY_STALL);
     bool pending = reached && bqt_wait_until(changes_pending, &pw, WAIT_MS);
-    bqh_fault(k->h, "kill -9 of the primary: %lu puts acknowledged, lsn %llu written, %llu on the "
-              "standby", atomic_load(&k->acked), pw.seen.last, pw.seen.flushed);
+    bqh_fault(k->h,
+              "kill -9 of the primary: %lu puts acknowledged, lsn %llu written, %llu on the "
+              "standby",
+              atomic_load(&k->acked), pw.seen.last, pw.seen.flushed);
     bqt_server_signal(&s->n[A].srv, SIGKILL);
     bool killed = bqt_server_wait(&s->n[A].srv, EXIT_MS) != -1;
     bool workers_ok = kill9_join(k);
-    fprintf(stderr, "kill -9 after %lu acknowledged puts (target %lu); lsn %llu written, %llu "
-            "flushed by the standby\n", atomic_load(&k->acked), aw.target, pw.seen.last,
-            pw.seen.flushed);
+    fprintf(stderr,
+            "kill -9 after %lu acknowledged puts (target %lu); lsn %llu written, %llu "
+            "flushed by the standby\n",
+            atomic_load(&k->acked), aw.target, pw.seen.last, pw.seen.flushed);
     node_signal(s, B, SIGKILL);
     if (reached && pending && killed && workers_ok)
         verify_promoted(s, k->h);
@@ -1060,8 +1077,8 @@ static void stall_until_noticed(suite_t *s)
 static void stalled_link_detected(void **state)
 {
     suite_t *s = *state;
-    const char *const pe[] = {"--repl-timeout", REPL_TIMEOUT, "--sync-fallback", "async",
-                              "--sync-timeout", "300", NULL};
+    const char *const pe[] = {
+        "--repl-timeout", REPL_TIMEOUT, "--sync-fallback", "async", "--sync-timeout", "300", NULL};
     const char *const be[] = {"--repl-timeout", REPL_TIMEOUT, NULL};
     const opts_t p = {"primary", "a", pe}, b = {"standby", "b", be};
     size_t live = 0;
@@ -1109,8 +1126,8 @@ static bool primary_refusing(void *arg)
 static void stalled_link_refuses_writes(void **state)
 {
     suite_t *s = *state;
-    const char *const pe[] = {"--repl-timeout", REPL_TIMEOUT, "--sync-timeout", "300",
-                              "--sync-fallback", "refuse", NULL};
+    const char *const pe[] = {
+        "--repl-timeout", REPL_TIMEOUT, "--sync-timeout", "300", "--sync-fallback", "refuse", NULL};
     const char *const be[] = {"--repl-timeout", REPL_TIMEOUT, NULL};
     const opts_t p = {"primary", "a", pe}, b = {"standby", "b", be};
     char problems[1024] = "", cmd[64];
@@ -1126,8 +1143,10 @@ static void stalled_link_refuses_writes(void **state)
     if (!bqt_wait_until(primary_refusing, s, REFUSE_MS)) {
         cstat_t c;
         cluster_stat(s, &c);
-        snprintf(problems, sizeof problems, "\n  the primary did not log \"refusing writes\" "
-                 "within %d ms (cluster-sync-state: %s)", REFUSE_MS, c.sync);
+        snprintf(problems, sizeof problems,
+                 "\n  the primary did not log \"refusing writes\" "
+                 "within %d ms (cluster-sync-state: %s)",
+                 REFUSE_MS, c.sync);
     }
     char *r = ask(s->pfd, "put 0 0 120 7\r\nrefused\r\n");
     note_reply(problems, sizeof problems, "put while refusing", r, "DRAINING\r\n");
@@ -1322,8 +1341,8 @@ static bool more_connections(void *arg)
 /* A pair whose standby (behind the fault proxy, --repl-timeout 1000) will
  * need a resync of about 20 MB once away: small segments on the primary,
  * 2,000 big jobs, the standby caught up. Returns the highest id. */
-static const char *const resync_pextra[] = {"-s", "65536", "--sync-fallback", "async",
-                                            "--sync-timeout", "200", NULL};
+static const char *const resync_pextra[] = {
+    "-s", "65536", "--sync-fallback", "async", "--sync-timeout", "200", NULL};
 static const char *const resync_bextra[] = {"--repl-timeout", "1000", NULL};
 static const opts_t resync_p = {"primary", "a", resync_pextra};
 static const opts_t resync_b = {"standby", "b", resync_bextra};

@@ -82,8 +82,9 @@ static const char *const manual_standby[] = {"--role=standby", NULL};
 #define FLOOD_MAX 160
 #define FLOOD_SOURCES 8
 #define KEEPALIVE_EVERY_MS 4000
-#define COME_BACK_MS 500 /* closed before the server's timeout (evicted, refused): back after this */
-#define PACE_MS 2        /* between two connections to one port: a steady flood, not one burst */
+#define COME_BACK_MS                                                                               \
+    500           /* closed before the server's timeout (evicted, refused): back after this */
+#define PACE_MS 2 /* between two connections to one port: a steady flood, not one burst */
 #define FLOOD_PORTS 4
 
 typedef struct flood_sock {
@@ -250,9 +251,10 @@ static long long flood_stop(flood_t *f)
     pthread_join(f->thread, NULL);
     f->running = false;
     long long ms = bqt_now_ms() - f->started;
-    fprintf(stderr, "flood: %zu connections for %lld ms: %lu connects, %lu closed by the server, "
-            "%lu answers to keep-alive requests\n", f->n, ms, atomic_load(&f->connects),
-            atomic_load(&f->closes), atomic_load(&f->answers));
+    fprintf(stderr,
+            "flood: %zu connections for %lld ms: %lu connects, %lu closed by the server, "
+            "%lu answers to keep-alive requests\n",
+            f->n, ms, atomic_load(&f->connects), atomic_load(&f->closes), atomic_load(&f->answers));
     return ms;
 }
 
@@ -260,9 +262,9 @@ static long long flood_stop(flood_t *f)
 
 typedef struct trust {
     bqc_cluster_t *c;
-    bqw_t *w;      /* probes: puts through a node, the primary's view */
+    bqw_t *w;       /* probes: puts through a node, the primary's view */
     flood_t *flood; /* stopped by teardown */
-    char tmp[200]; /* a case's own files (certificates it makes) */
+    char tmp[200];  /* a case's own files (certificates it makes) */
     bool passed;
 } trust_t;
 
@@ -415,8 +417,8 @@ static void expect_rss_growth_below(trust_t *s, size_t i, long before, const cha
     fprintf(stderr, "%s: peak RSS of %s %ld KiB -> %ld KiB (+%ld KiB)\n", what, name_of(s, i),
             before, after, after - before);
     if (after - before > RSS_GROWTH_MAX_KIB)
-        fail_msg("%s: the peak RSS of %s grew by %ld KiB, want at most %d KiB", what,
-                 name_of(s, i), after - before, RSS_GROWTH_MAX_KIB);
+        fail_msg("%s: the peak RSS of %s grew by %ld KiB, want at most %d KiB", what, name_of(s, i),
+                 after - before, RSS_GROWTH_MAX_KIB);
 }
 
 /* ---- messages ---- */
@@ -565,8 +567,8 @@ static size_t wait_writes(trust_t *s, size_t exclude, bqc_view_t *v, long long *
     long long t0 = bqt_now_ms();
     char all[400];
     if (!bqt_wait_until(writes_taken, &ww, RECOVERY_MAX_MS))
-        fail_msg("no put was acknowledged within %d ms after %s (now: %s)", RECOVERY_MAX_MS,
-                 after, epochs_text(s, all, sizeof all));
+        fail_msg("no put was acknowledged within %d ms after %s (now: %s)", RECOVERY_MAX_MS, after,
+                 epochs_text(s, all, sizeof all));
     *ms = bqt_now_ms() - t0;
     *v = ww.v;
     return (size_t)bqc_index(s->c, v->node);
@@ -614,16 +616,22 @@ static void huge_epochs_are_not_believed(void **state)
     fprintf(stderr, "primary %s in epoch %llu; messages as %s\n", v.node, e0, name_of(s, q));
 
     /* A standby's hello naming the largest epoch there is. */
-    claim_t h = {.cluster = CLUSTER_ID, .node = name_of(s, q), .epoch = UINT64_MAX,
-                 .last_epoch = UINT64_MAX, .last_lsn = v.last_lsn};
+    claim_t h = {.cluster = CLUSTER_ID,
+                 .node = name_of(s, q),
+                 .epoch = UINT64_MAX,
+                 .last_epoch = UINT64_MAX,
+                 .last_lsn = v.last_lsn};
     answer_t a = claim_to(s, p, name_of(s, q), &h);
     fprintf(stderr, "hello naming epoch 2^64-1: %s\n", answer_text(&a, text, sizeof text));
     expect_same_primary(s, p, e0);
     expect_epochs_unchanged(s, e0, downs, "a hello naming epoch 2^64-1");
 
     /* Another cluster's hello naming the next epoch. */
-    h = (claim_t){.cluster = "another-cluster", .node = name_of(s, q), .epoch = e0 + 1,
-                  .last_epoch = e0 + 1, .last_lsn = v.last_lsn};
+    h = (claim_t){.cluster = "another-cluster",
+                  .node = name_of(s, q),
+                  .epoch = e0 + 1,
+                  .last_epoch = e0 + 1,
+                  .last_lsn = v.last_lsn};
     a = claim_to(s, p, name_of(s, q), &h);
     fprintf(stderr, "another cluster's hello naming epoch %llu: %s\n", e0 + 1,
             answer_text(&a, text, sizeof text));
@@ -634,8 +642,12 @@ static void huge_epochs_are_not_believed(void **state)
 
     /* A vote request naming the largest epoch, to the primary and to the
      * other standby: refused, and nobody adopts it. */
-    claim_t rq = {.vote = true, .cluster = CLUSTER_ID, .node = name_of(s, q),
-                  .epoch = UINT64_MAX, .last_epoch = UINT64_MAX, .last_lsn = UINT64_MAX};
+    claim_t rq = {.vote = true,
+                  .cluster = CLUSTER_ID,
+                  .node = name_of(s, q),
+                  .epoch = UINT64_MAX,
+                  .last_epoch = UINT64_MAX,
+                  .last_lsn = UINT64_MAX};
     size_t voters[] = {p, r};
     for (size_t k = 0; k < 2; k++) {
         a = claim_to(s, voters[k], name_of(s, q), &rq);
@@ -673,9 +685,14 @@ static uint64_t rnd(uint64_t *x)
 /* An epoch as a hostile peer would pick one, around cur. */
 static uint64_t hostile_epoch(uint64_t *x, uint64_t cur)
 {
-    static const uint64_t edges[] = {UINT64_MAX,      UINT64_MAX - 1,     UINT64_C(1) << 63,
-                                     UINT64_C(1) << 62, (UINT64_C(1) << 62) + 1,
-                                     UINT64_C(1) << 32, (UINT64_C(1) << 32) + 1, 0};
+    static const uint64_t edges[] = {UINT64_MAX,
+                                     UINT64_MAX - 1,
+                                     UINT64_C(1) << 63,
+                                     UINT64_C(1) << 62,
+                                     (UINT64_C(1) << 62) + 1,
+                                     UINT64_C(1) << 32,
+                                     (UINT64_C(1) << 32) + 1,
+                                     0};
     switch (rnd(x) % 6) {
     case 0:
         return edges[rnd(x) % (sizeof edges / sizeof edges[0])];
@@ -710,8 +727,7 @@ static answer_t hostile_message(trust_t *s, uint64_t *x, size_t to, const char *
      * the same messages whatever connects. */
     claim_t c = {vote, cluster, node, epoch, last, lsn, rnd(x) % (vote ? 2 : 8) == 0, version};
     bqp_tls_files(&t, g_certs, as);
-    bqp_conn_t *p = bqp_connect(s->c->node[to].repl_port, &t, ANSWER_MS, a.detail,
-                                sizeof a.detail);
+    bqp_conn_t *p = bqp_connect(s->c->node[to].repl_port, &t, ANSWER_MS, a.detail, sizeof a.detail);
     if (!p)
         return a;
     send_claim(p, &c);
@@ -725,8 +741,8 @@ static void hostile_burst_leaves_cluster_electable(void **state)
     trust_t *s = *state;
     bqc_view_t v;
     const char *e = getenv("BQ_TRUST_SEED");
-    uint64_t seed = e && *e ? strtoull(e, NULL, 10)
-                            : ((uint64_t)bqt_now_ms() << 20) ^ (uint64_t)getpid() ^ 1;
+    uint64_t seed =
+        e && *e ? strtoull(e, NULL, 10) : ((uint64_t)bqt_now_ms() << 20) ^ (uint64_t)getpid() ^ 1;
     uint64_t x = seed ? seed : 1;
     const size_t n3 = 2;
     size_t answers[4] = {0}, welcomed = 0, granted = 0;
@@ -734,8 +750,10 @@ static void hostile_burst_leaves_cluster_electable(void **state)
     settled(s, &v);
     bqw_node_kill(s->w, n3);
     size_t p = bqw_wait_primary(s->w, (int)n3, &v);
-    fprintf(stderr, "burst of %d messages as n3 (killed), seed %llu (BQ_TRUST_SEED replays it); "
-            "primary %s in epoch %llu\n", BURST, (unsigned long long)seed, v.node, v.epoch);
+    fprintf(stderr,
+            "burst of %d messages as n3 (killed), seed %llu (BQ_TRUST_SEED replays it); "
+            "primary %s in epoch %llu\n",
+            BURST, (unsigned long long)seed, v.node, v.epoch);
     long long t_burst = bqt_now_ms();
     for (int k = 0; k < BURST; k++) {
         size_t to = rnd(&x) % 2 ? p : NODES - p - n3; /* the primary or the other survivor */
@@ -745,9 +763,11 @@ static void hostile_burst_leaves_cluster_electable(void **state)
         granted += a.st == BQP_MESSAGE && a.granted;
     }
     long long t0 = bqt_now_ms();
-    fprintf(stderr, "burst sent in %lld ms: %zu answered (%zu welcomed, %zu votes granted), %zu "
-            "closed, %zu unanswered\n", t0 - t_burst, answers[BQP_MESSAGE], welcomed, granted,
-            answers[BQP_CLOSED], answers[BQP_TIMEOUT]);
+    fprintf(stderr,
+            "burst sent in %lld ms: %zu answered (%zu welcomed, %zu votes granted), %zu "
+            "closed, %zu unanswered\n",
+            t0 - t_burst, answers[BQP_MESSAGE], welcomed, granted, answers[BQP_CLOSED],
+            answers[BQP_TIMEOUT]);
     long long ms;
     size_t q = wait_writes(s, n3, &v, &ms, "the burst");
     fprintf(stderr, "after the burst: primary %s in epoch %llu, a put acknowledged after %lld ms\n",
@@ -804,14 +824,17 @@ static void admin_flood_does_not_starve_probes(void **state)
         probes++;
         if (st != 200 || ms >= PROBE_MAX_MS)
             fail_msg("probe %d, %lld ms into the flood: GET /healthz answered %d after %lld ms "
-                     "(want 200 within %d ms)", probes, t0 - f->started, st, ms, PROBE_MAX_MS);
+                     "(want 200 within %d ms)",
+                     probes, t0 - f->started, st, ms, PROBE_MAX_MS);
         worst = ms > worst ? ms : worst;
         bqt_wait_until(time_reached, &next, ADMIN_PROBE_EVERY_MS);
     }
     long long ran = flood_stop(f);
     size_t evicted = bqc_log_count(s->c, 0, "admin connection evicted", NULL);
-    fprintf(stderr, "%d probes answered 200, the slowest in %lld ms; %zu \"admin connection "
-            "evicted\" lines in %lld ms\n", probes, worst, evicted, ran);
+    fprintf(stderr,
+            "%d probes answered 200, the slowest in %lld ms; %zu \"admin connection "
+            "evicted\" lines in %lld ms\n",
+            probes, worst, evicted, ran);
     if (evicted == 0)
         fail_msg("no connection was evicted: the flood did not fill the admin API");
     if ((long long)evicted > ran / 1000 + 2)
@@ -857,11 +880,11 @@ static void admin_burst_does_not_refuse_probes(void **state)
             close(fd[k]);
     if (st != 200)
         fail_msg("a probe that came with a burst of %zu connections: %d, want 200 (%zu \"admin "
-                 "connection refused\" lines)", sizeof fd / sizeof fd[0], st,
+                 "connection refused\" lines)",
+                 sizeof fd / sizeof fd[0], st,
                  bqc_log_count(s->c, 0, "admin connection refused", NULL));
     s->passed = true;
 }
-
 
 static void expect_stranger_lines_limited(trust_t *s, size_t i, long long ms)
 {
@@ -903,8 +926,10 @@ static void replication_flood_keeps_peers_in(void **state)
     /* The primary killed: the others elect one through their flooded ports. */
     bqw_node_kill(s->w, p);
     size_t n = wait_writes(s, p, &v, &ms, "kill -9 of the primary");
-    fprintf(stderr, "primary %s killed: %s elected in epoch %llu, a put acknowledged after %lld "
-            "ms\n", name_of(s, p), v.node, v.epoch, ms);
+    fprintf(stderr,
+            "primary %s killed: %s elected in epoch %llu, a put acknowledged after %lld "
+            "ms\n",
+            name_of(s, p), v.node, v.epoch, ms);
     until_t end = {f->started + REPL_FLOOD_MS};
     bqt_wait_until(time_reached, &end, REPL_FLOOD_MS);
     long long ran = flood_stop(f);
@@ -922,7 +947,7 @@ static uint8_t *tiny_fields_ack(size_t bytes, size_t *len)
     uint8_t *m = malloc(4 + 1 + 5 + bytes), *p = m + 4;
     assert_non_null(m);
     *p++ = (6 << 3) | 2; /* field 6, length-delimited */
-    for (size_t v = bytes; ; v >>= 7) {
+    for (size_t v = bytes;; v >>= 7) {
         *p++ = (uint8_t)((v & 0x7f) | (v >= 0x80 ? 0x80 : 0));
         if (v < 0x80)
             break;
@@ -990,7 +1015,8 @@ static void oversized_messages_cost_no_memory(void **state)
     bqp_close(sb);
     if (!closed)
         fail_msg("the primary kept the link of a standby that sent a %zu-byte Ack of unknown "
-                 "fields open for %d ms", len, CLOSE_MS);
+                 "fields open for %d ms",
+                 len, CLOSE_MS);
     bqc_wait_log(s->c, p, "standby disconnected", "wire: bad message", 1, BQC_WAIT_MS);
     expect_rss_growth_below(s, p, before, "an Ack of unknown fields");
     bqw_node_up(s->w, q, auto_flags);
@@ -1005,8 +1031,8 @@ static void oversized_messages_cost_no_memory(void **state)
 static int admin_as(trust_t *s, const char *as, const char *method, const char *path, char *text,
                     size_t cap)
 {
-    int st = bqa_call(s->c->node[0].admin_port, as ? g_certs : NULL, as, method, path,
-                      BQC_REPLY_MS, text, cap);
+    int st = bqa_call(s->c->node[0].admin_port, as ? g_certs : NULL, as, method, path, BQC_REPLY_MS,
+                      text, cap);
     fprintf(stderr, "%s %s as %s: %d \"%.*s\"\n", method, path, as ? as : "plaintext", st,
             (int)strcspn(text, "\n"), text);
     return st;
@@ -1036,7 +1062,8 @@ static void loopback_admin_posts_need_certificates(void **state)
     int st = admin_as(s, "n1", "POST", "/switchover?to=n2", text, sizeof text);
     if (st <= 0 || st == 403)
         fail_msg("POST /switchover?to=n2 with the node's own certificate: %d, want an answer "
-                 "other than 403", st);
+                 "other than 403",
+                 st);
     st = admin_as(s, "beanstalkctl", "POST", "/switchover?to=n2", text, sizeof text);
     if (st <= 0 || st == 403)
         fail_msg("POST /switchover?to=n2 as beanstalkctl: %d, want an answer other than 403", st);
@@ -1070,12 +1097,35 @@ static void make_cn_only_cert(trust_t *s, const char *name, bqp_tls_t *t)
     snprintf(cakey, sizeof cakey, "%s/ca.key", g_certs);
     snprintf(log, sizeof log, "%s/openssl.log", s->tmp);
     snprintf(subj, sizeof subj, "/CN=%s", name);
-    const char *args[] = {"req", "-x509", "-new", "-newkey", "ec", "-pkeyopt",
-                          "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", t->key, "-out",
-                          t->cert, "-subj", subj, "-days", "2", "-CA", ca, "-CAkey", cakey,
-                          "-config", "/dev/null", "-addext", "basicConstraints=critical,CA:FALSE",
-                          "-addext", "keyUsage=critical,digitalSignature", "-addext",
-                          "extendedKeyUsage=serverAuth,clientAuth", NULL};
+    const char *args[] = {"req",
+                          "-x509",
+                          "-new",
+                          "-newkey",
+                          "ec",
+                          "-pkeyopt",
+                          "ec_paramgen_curve:prime256v1",
+                          "-nodes",
+                          "-keyout",
+                          t->key,
+                          "-out",
+                          t->cert,
+                          "-subj",
+                          subj,
+                          "-days",
+                          "2",
+                          "-CA",
+                          ca,
+                          "-CAkey",
+                          cakey,
+                          "-config",
+                          "/dev/null",
+                          "-addext",
+                          "basicConstraints=critical,CA:FALSE",
+                          "-addext",
+                          "keyUsage=critical,digitalSignature",
+                          "-addext",
+                          "extendedKeyUsage=serverAuth,clientAuth",
+                          NULL};
     if (bqt_run_to_exit("/usr/bin/openssl", args, log, 30000) != 0)
         fail_msg("openssl could not make a CN-only certificate (see %s)", log);
 }
@@ -1136,8 +1186,11 @@ static const char *const witness_data[] = {"--role=standby", "--failover=auto", 
 static answer_t role_hello(trust_t *s, size_t p, const char *node, bool witness,
                            const bqc_view_t *v)
 {
-    claim_t h = {.cluster = CLUSTER_ID, .node = node, .epoch = v->epoch,
-                 .last_epoch = v->epoch, .flag = witness};
+    claim_t h = {.cluster = CLUSTER_ID,
+                 .node = node,
+                 .epoch = v->epoch,
+                 .last_epoch = v->epoch,
+                 .flag = witness};
     return claim_to(s, p, node, &h);
 }
 
@@ -1190,16 +1243,31 @@ static void check_config_wants_own_certificate(void **state)
     snprintf(log, sizeof log, "%s/check-config.log", s->tmp);
     snprintf(ca, sizeof ca, "%s/ca.pem", g_certs);
     for (size_t i = 0; i < NODES; i++)
-        snprintf(peers[i], sizeof peers[i], "%s=127.0.0.1:%d", g_names[i],
-                 s->c->node[i].repl_port);
+        snprintf(peers[i], sizeof peers[i], "%s=127.0.0.1:%d", g_names[i], s->c->node[i].repl_port);
     const char *who[] = {"n1", "n2"}; /* our own certificate, then another node's */
     for (size_t k = 0; k < 2; k++) {
         snprintf(cert, sizeof cert, "%s/%s.pem", g_certs, who[k]);
         snprintf(key, sizeof key, "%s/%s.key", g_certs, who[k]);
-        const char *args[] = {"--check-config", "-b", bdir, "--node-id", "n1", "--role=standby",
-                              "--failover=auto", "--peer", peers[0], "--peer", peers[1],
-                              "--peer", peers[2], "--tls-cert", cert, "--tls-key", key,
-                              "--tls-ca", ca, NULL};
+        const char *args[] = {"--check-config",
+                              "-b",
+                              bdir,
+                              "--node-id",
+                              "n1",
+                              "--role=standby",
+                              "--failover=auto",
+                              "--peer",
+                              peers[0],
+                              "--peer",
+                              peers[1],
+                              "--peer",
+                              peers[2],
+                              "--tls-cert",
+                              cert,
+                              "--tls-key",
+                              key,
+                              "--tls-ca",
+                              ca,
+                              NULL};
         int rc = bqt_run_to_exit(bqt_our_binary(), args, log, 30000);
         size_t said = bqt_log_count(log, "does not name --node-id", NULL);
         fprintf(stderr, "--check-config --node-id n1 with %s's certificate: exit %d%s\n", who[k],
@@ -1208,8 +1276,8 @@ static void check_config_wants_own_certificate(void **state)
             fail_msg("--check-config with the node's own certificate exited %d (see %s)", rc, log);
         if (k == 1 && (rc != 1 || said == 0))
             fail_msg("--check-config with n2's certificate for --node-id n1 exited %d%s, want 1 "
-                     "saying the certificate does not name --node-id", rc,
-                     said ? "" : " without saying why");
+                     "saying the certificate does not name --node-id",
+                     rc, said ? "" : " without saying why");
     }
     s->passed = true;
 }
@@ -1219,16 +1287,11 @@ static void check_config_wants_own_certificate(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        T(huge_epochs_are_not_believed),
-        T(hostile_burst_leaves_cluster_electable),
-        T(admin_flood_does_not_starve_probes),
-        T(admin_burst_does_not_refuse_probes),
-        T(replication_flood_keeps_peers_in),
-        T(oversized_messages_cost_no_memory),
-        T(loopback_admin_posts_need_certificates),
-        T(peer_names_need_subject_alt_name_and_tls13),
-        T(hello_role_comes_from_our_flags),
-        T(check_config_wants_own_certificate),
+        T(huge_epochs_are_not_believed),           T(hostile_burst_leaves_cluster_electable),
+        T(admin_flood_does_not_starve_probes),     T(admin_burst_does_not_refuse_probes),
+        T(replication_flood_keeps_peers_in),       T(oversized_messages_cost_no_memory),
+        T(loopback_admin_posts_need_certificates), T(peer_names_need_subject_alt_name_and_tls13),
+        T(hello_role_comes_from_our_flags),        T(check_config_wants_own_certificate),
     };
     signal(SIGPIPE, SIG_IGN); /* peers that close while we write */
     if (getenv("BQT_FILTER"))

@@ -175,8 +175,8 @@ void bqa_close(bqa_conn_t *a)
     free(a);
 }
 
-int bqa_call(int port, const char *certs, const char *name, const char *method,
-             const char *target, int ms, char *text, size_t cap)
+int bqa_call(int port, const char *certs, const char *name, const char *method, const char *target,
+             int ms, char *text, size_t cap)
 {
     bqa_conn_t *a = bqa_open(port, certs, name, ms);
     int status = a && bqa_send(a, method, target) == 0 ? bqa_reply(a, ms, text, cap) : -1;

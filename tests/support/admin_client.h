@@ -28,7 +28,7 @@ void bqa_close(bqa_conn_t *a);
 
 /* One request on a new connection: its status (as bqa_reply; -1 also when
  * it cannot connect or send) and body. */
-int bqa_call(int port, const char *certs, const char *name, const char *method,
-             const char *target, int ms, char *text, size_t cap);
+int bqa_call(int port, const char *certs, const char *name, const char *method, const char *target,
+             int ms, char *text, size_t cap);
 
 #endif

@@ -182,7 +182,8 @@ static bool owns_listener(pid_t pid, int port)
 
 int bqt_connect(int port)
 {
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     int one = 1;
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -453,8 +454,7 @@ int bqt_server_start(bqt_server_t *s, const char *binary, const char *const *ext
     return start_common(s, binary, extra_args, false);
 }
 
-int bqt_server_restart(bqt_server_t *s, const char *binary, const char *const *extra_args,
-                       int sig)
+int bqt_server_restart(bqt_server_t *s, const char *binary, const char *const *extra_args, int sig)
 {
     if (s->pid > 0) {
         kill(s->pid, sig);
@@ -798,14 +798,14 @@ static bool log_reached(void *arg)
     return bqt_log_count(w->path, w->a, w->b) >= w->atleast;
 }
 
-void bqt_wait_log(const char *path, const char *who, const char *a, const char *b,
-                  size_t atleast, int ms)
+void bqt_wait_log(const char *path, const char *who, const char *a, const char *b, size_t atleast,
+                  int ms)
 {
     log_wait_t w = {path, a, b, atleast};
     if (!bqt_wait_until(log_reached, &w, ms))
         fail_msg("node %s logged %zu lines with \"%s\"%s%s%s within %d ms, want %zu", who,
-                 bqt_log_count(path, a, b), a, b ? " and \"" : "", b ? b : "", b ? "\"" : "",
-                 ms, atleast);
+                 bqt_log_count(path, a, b), a, b ? " and \"" : "", b ? b : "", b ? "\"" : "", ms,
+                 atleast);
 }
 
 /* ---- skips that show ---- */

@@ -16,9 +16,9 @@
 #define BQT_DEADLINE_MS 5000
 
 typedef struct bqt_server {
-    pid_t pid;        /* 0 when not running */
-    int port;         /* TCP port on 127.0.0.1 (0 for a unix-socket server) */
-    char dir[256];    /* private temporary directory, removed by stop */
+    pid_t pid;           /* 0 when not running */
+    int port;            /* TCP port on 127.0.0.1 (0 for a unix-socket server) */
+    char dir[256];       /* private temporary directory, removed by stop */
     char unix_path[300]; /* socket path when started with bqt_server_start_unix */
     char log_path[300];  /* the server's stdout+stderr, kept in dir */
 } bqt_server_t;
@@ -46,8 +46,7 @@ int bqt_server_start_unix(bqt_server_t *s, const char *binary, const char *const
  * waits for it to exit, and starts binary again in the same directory (the
  * same "{dir}"), on a new port, waiting until it accepts connections. 0, or
  * -1 with a message on stderr (the server is then stopped). */
-int bqt_server_restart(bqt_server_t *s, const char *binary, const char *const *extra_args,
-                       int sig);
+int bqt_server_restart(bqt_server_t *s, const char *binary, const char *const *extra_args, int sig);
 
 /* Sends sig to the server (e.g. SIGUSR1, SIGSTOP, SIGKILL) without waiting. */
 void bqt_server_signal(bqt_server_t *s, int sig);
@@ -138,8 +137,8 @@ size_t bqt_log_count(const char *path, const char *a, const char *b);
 /* Waits up to ms until the log at path has at least atleast lines with a
  * (and b); fails the test otherwise, naming who (a node's name) and what
  * it saw. */
-void bqt_wait_log(const char *path, const char *who, const char *a, const char *b,
-                  size_t atleast, int ms);
+void bqt_wait_log(const char *path, const char *who, const char *a, const char *b, size_t atleast,
+                  int ms);
 
 /* Monotonic milliseconds, for measuring how long a reply took. */
 long long bqt_now_ms(void);

@@ -45,8 +45,7 @@ void bqc_remove_tree(const char *dir)
         nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-int bqc_certs_make(const char *mkcerts, char *dir, size_t cap, const char *const *names,
-                   size_t n)
+int bqc_certs_make(const char *mkcerts, char *dir, size_t cap, const char *const *names, size_t n)
 {
     char log[300];
     const char *args[BQC_MAX_NODES + 3];
@@ -67,8 +66,7 @@ int bqc_certs_make(const char *mkcerts, char *dir, size_t cap, const char *const
     return rc == 0 ? 0 : -1;
 }
 
-bqc_cluster_t *bqc_new(const char *prefix, size_t n, const char *const *names,
-                       const char *certs)
+bqc_cluster_t *bqc_new(const char *prefix, size_t n, const char *const *names, const char *certs)
 {
     bqc_cluster_t *c = calloc(1, sizeof *c);
     if (!c || n > BQC_MAX_NODES || bqt_mkdtemp(c->work, sizeof c->work, prefix) != 0) {
@@ -137,8 +135,7 @@ size_t bqc_log_count(bqc_cluster_t *c, size_t i, const char *a, const char *b)
     return bqt_log_count(c->node[i].srv.dir[0] ? c->node[i].srv.log_path : "", a, b);
 }
 
-void bqc_wait_log(bqc_cluster_t *c, size_t i, const char *a, const char *b, size_t atleast,
-                  int ms)
+void bqc_wait_log(bqc_cluster_t *c, size_t i, const char *a, const char *b, size_t atleast, int ms)
 {
     bqt_wait_log(c->node[i].srv.dir[0] ? c->node[i].srv.log_path : "", c->node[i].name, a, b,
                  atleast, ms);
@@ -253,8 +250,8 @@ char *bqc_ask(int fd, const char *cmd, int ms)
     char *line = bqt_read_line(fd, ms);
     if (!line)
         return NULL;
-    bool data = !strncmp(line, "OK ", 3) || !strncmp(line, "FOUND ", 6) ||
-                !strncmp(line, "RESERVED ", 9);
+    bool data =
+        !strncmp(line, "OK ", 3) || !strncmp(line, "FOUND ", 6) || !strncmp(line, "RESERVED ", 9);
     if (!data)
         return line;
     size_t n = strtoull(strrchr(line, ' ') + 1, NULL, 10), ll = strlen(line);
@@ -360,8 +357,8 @@ bqa_conn_t *bqc_admin_post(const bqc_cluster_t *c, size_t i, const char *target)
 int bqc_admin_call(const bqc_cluster_t *c, size_t i, const char *method, const char *target,
                    char *text, size_t cap)
 {
-    return bqa_call(c->node[i].admin_port, c->certs, "beanstalkctl", method, target,
-                    BQC_REPLY_MS, text, cap);
+    return bqa_call(c->node[i].admin_port, c->certs, "beanstalkctl", method, target, BQC_REPLY_MS,
+                    text, cap);
 }
 
 /* ---- comparing two directories ---- */
@@ -490,8 +487,7 @@ static void compare_tubes(int fx, int fy)
     free(y);
 }
 
-size_t bqc_compare_dirs(const char *dx, const char *dy, const unsigned long long *ids,
-                        size_t nids)
+size_t bqc_compare_dirs(const char *dx, const char *dy, const unsigned long long *ids, size_t nids)
 {
     bqt_server_t sx = {0}, sy = {0};
     const char *ax[] = {"-b", dx, NULL}, *ay[] = {"-b", dy, NULL};

@@ -70,8 +70,7 @@ typedef struct bqc_view {
  * for `beanstalkctl` (the operator) in a fresh temporary directory written
  * to dir; 0, or -1 with its output on
  * stderr. Remove it with bqc_remove_tree. */
-int bqc_certs_make(const char *mkcerts, char *dir, size_t cap, const char *const *names,
-                   size_t n);
+int bqc_certs_make(const char *mkcerts, char *dir, size_t cap, const char *const *names, size_t n);
 
 /* Removes dir and everything under it (no error if absent). */
 void bqc_remove_tree(const char *dir);
@@ -80,8 +79,7 @@ void bqc_remove_tree(const char *dir);
  * binlog directory and a free replication port) in a fresh work directory
  * $TMPDIR/<prefix>.XXXXXX, over TLS with the certificates in certs (NULL:
  * plaintext; borrowed, copied). NULL on failure. Free with bqc_finish. */
-bqc_cluster_t *bqc_new(const char *prefix, size_t n, const char *const *names,
-                       const char *certs);
+bqc_cluster_t *bqc_new(const char *prefix, size_t n, const char *const *names, const char *certs);
 
 /* Starts node i on its binlog directory and a new client port with
  * -b, --node-id, a --peer for every node (see route), the TLS flags, the
@@ -106,8 +104,7 @@ size_t bqc_log_count(bqc_cluster_t *c, size_t i, const char *a, const char *b);
 
 /* Waits up to ms until node i's current log has at least `atleast` lines
  * with a (and b); fails the test otherwise. */
-void bqc_wait_log(bqc_cluster_t *c, size_t i, const char *a, const char *b, size_t atleast,
-                  int ms);
+void bqc_wait_log(bqc_cluster_t *c, size_t i, const char *a, const char *b, size_t atleast, int ms);
 
 /* Sends cmd and returns its whole reply (the line, plus the data of OK,
  * FOUND and RESERVED) as a new string (free it), or NULL when no whole
@@ -142,8 +139,7 @@ bool bqc_same_reply(int fx, int fy, const char *cmd, const char *drop);
  * that they agree: `stats-job` (age, time-left and file aside) and `peek`
  * of each of ids[0..nids), `list-tubes`, the durable counts of every tube
  * and of the whole server. Returns how many of the ids exist. */
-size_t bqc_compare_dirs(const char *dx, const char *dy, const unsigned long long *ids,
-                        size_t nids);
+size_t bqc_compare_dirs(const char *dx, const char *dy, const unsigned long long *ids, size_t nids);
 
 /* Ends a case: on failure prints the tail of every node's log; appends
  * every node's current log to <work>/<name>.log, stops the nodes, and

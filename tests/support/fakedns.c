@@ -55,10 +55,10 @@ static void answer(const bqt_dns_t *d, const query_t *q)
     uint16_t qtype = (uint16_t)(q->pkt[qend - 4] << 8 | q->pkt[qend - 3]);
     bool a = qtype == 1;
     out[2] = (uint8_t)(0x80 | (q->pkt[2] & 0x01)); /* QR, RD as asked */
-    out[3] = 0x80;                                  /* RA, NOERROR */
-    out[4] = 0, out[5] = 1;                         /* one question */
-    out[6] = 0, out[7] = a ? 1 : 0;                 /* answers */
-    memset(out + 8, 0, 4);                          /* no authority, no additional */
+    out[3] = 0x80;                                 /* RA, NOERROR */
+    out[4] = 0, out[5] = 1;                        /* one question */
+    out[6] = 0, out[7] = a ? 1 : 0;                /* answers */
+    memset(out + 8, 0, 4);                         /* no authority, no additional */
     size_t n = qend;
     if (a) {
         static const uint8_t rr[] = {0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 1, 0, 4, 127, 0, 0, 1};

@@ -429,8 +429,8 @@ static void submit_locked(bqt_proxy_t *p)
 
 static int resolve(bqt_proxy_t *p, const char *host, int port)
 {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_NUMERICSERV};
+    struct addrinfo hints = {
+        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
     struct addrinfo *res = NULL;
     char service[16];
     snprintf(service, sizeof service, "%d", port);

@@ -106,8 +106,7 @@ static void append(bqh_history_t *h, op_t o, const char *body, size_t len, const
 }
 
 void bqh_put_job(bqh_history_t *h, int worker, uint64_t sent_ns, uint64_t reply_ns,
-                 bqh_outcome_t out, uint64_t id, const char *body, size_t len,
-                 const bqh_job_t *job)
+                 bqh_outcome_t out, uint64_t id, const char *body, size_t len, const bqh_job_t *job)
 {
     op_t o = {.sent = sent_ns,
               .reply = reply_ns,
@@ -165,8 +164,8 @@ void bqh_job_cmd(bqh_history_t *h, int worker, uint64_t sent_ns, uint64_t reply_
     append(h, o, NULL, 0, NULL);
 }
 
-void bqh_kick(bqh_history_t *h, int worker, uint64_t sent_ns, uint64_t reply_ns,
-              bqh_outcome_t out, const char *tube, uint32_t bound, uint64_t kicked)
+void bqh_kick(bqh_history_t *h, int worker, uint64_t sent_ns, uint64_t reply_ns, bqh_outcome_t out,
+              const char *tube, uint32_t bound, uint64_t kicked)
 {
     op_t o = {.sent = sent_ns,
               .reply = reply_ns,
@@ -178,8 +177,8 @@ void bqh_kick(bqh_history_t *h, int worker, uint64_t sent_ns, uint64_t reply_ns,
     append(h, o, NULL, 0, tube);
 }
 
-void bqh_pause(bqh_history_t *h, int worker, uint64_t sent_ns, uint64_t reply_ns,
-               bqh_outcome_t out, const char *tube, uint32_t secs)
+void bqh_pause(bqh_history_t *h, int worker, uint64_t sent_ns, uint64_t reply_ns, bqh_outcome_t out,
+               const char *tube, uint32_t secs)
 {
     op_t o = {.sent = sent_ns,
               .reply = reply_ns,

@@ -161,13 +161,13 @@ void bqh_job_cmd(bqh_history_t *h, int worker, uint64_t sent_ns, uint64_t reply_
 
 /* Records `kick bound` on tube (copied), answered KICKED kicked when out is
  * BQH_ACKED. Thread-safe. */
-void bqh_kick(bqh_history_t *h, int worker, uint64_t sent_ns, uint64_t reply_ns,
-              bqh_outcome_t out, const char *tube, uint32_t bound, uint64_t kicked);
+void bqh_kick(bqh_history_t *h, int worker, uint64_t sent_ns, uint64_t reply_ns, bqh_outcome_t out,
+              const char *tube, uint32_t bound, uint64_t kicked);
 
 /* Records `pause-tube tube secs` (no durable change; kept for the
  * printed history). Thread-safe. */
-void bqh_pause(bqh_history_t *h, int worker, uint64_t sent_ns, uint64_t reply_ns,
-               bqh_outcome_t out, const char *tube, uint32_t secs);
+void bqh_pause(bqh_history_t *h, int worker, uint64_t sent_ns, uint64_t reply_ns, bqh_outcome_t out,
+               const char *tube, uint32_t secs);
 
 /* Adds a timestamped note to the history ("round 3: traffic"), printed with
  * the operations around a bad id. Not a fault. Thread-safe. */

@@ -204,8 +204,8 @@ static void resolve_puts(check_t *c)
     for (size_t i = 0; i < c->nputs; i++) {
         size_t p = c->by_body[i];
         if (i > 0 && cmp_put_body(&c->by_body[i - 1], &c->by_body[i], ops) == 0)
-            bqh__flag(c, BQH_DUPLICATE, ops[p].id, "two puts sent the same body \"%.40s\" (test bug)",
-                 ops[p].body);
+            bqh__flag(c, BQH_DUPLICATE, ops[p].id,
+                      "two puts sent the same body \"%.40s\" (test bug)", ops[p].body);
         if (ops[p].out == BQH_ACKED) {
             c->eff_id[p] = ops[p].id;
             c->acked_at[p] = ops[p].reply;
@@ -233,7 +233,7 @@ static void resolve_puts(check_t *c)
     for (size_t i = 1; i < c->nids; i++)
         if (c->by_id[i].k == c->by_id[i - 1].k)
             bqh__flag(c, BQH_ID_REUSE, c->by_id[i].k, "id given to two puts (\"%.40s\", \"%.40s\")",
-                 ops[c->by_id[i - 1].op].body, ops[c->by_id[i].op].body);
+                      ops[c->by_id[i - 1].op].body, ops[c->by_id[i].op].body);
 }
 
 /* Identity of one sighting: its id must carry the body it was put with. */
@@ -244,22 +244,24 @@ static void check_identity(check_t *c, const op_t *o)
     const char *who = o->kind == OP_SEEN ? "snapshot" : "RESERVED";
     if (q != SIZE_MAX) {
         if (bqh__cmp_body_len(&ops[q], o->body, o->len) != 0)
-            bqh__flag(c, BQH_MISMATCH, o->id, "put with \"%.40s\", %s shows \"%.40s\"",
-                      ops[q].body, who, o->body);
+            bqh__flag(c, BQH_MISMATCH, o->id, "put with \"%.40s\", %s shows \"%.40s\"", ops[q].body,
+                      who, o->body);
         else if (ops[q].out == BQH_UNKNOWN && !bqh__in_flight(c, &ops[q]))
             bqh__flag(c, BQH_UNEXPECTED, o->id,
                       "%s shows \"%.40s\", whose put's outcome is unknown with no fault in "
-                      "effect", who, o->body);
+                      "effect",
+                      who, o->body);
         return;
     }
     size_t p = put_by_body(c, o->body, o->len);
     if (p == SIZE_MAX)
         bqh__flag(c, BQH_UNEXPECTED, o->id, "%s shows a body nobody put: \"%.40s\"", who, o->body);
     else if (ops[p].out == BQH_REFUSED)
-        bqh__flag(c, BQH_UNEXPECTED, o->id, "%s shows \"%.40s\", whose put was refused", who, o->body);
+        bqh__flag(c, BQH_UNEXPECTED, o->id, "%s shows \"%.40s\", whose put was refused", who,
+                  o->body);
     else
-        bqh__flag(c, BQH_DUPLICATE, o->id, "%s shows \"%.40s\", which is job %" PRIu64, who, o->body,
-             c->eff_id[p]);
+        bqh__flag(c, BQH_DUPLICATE, o->id, "%s shows \"%.40s\", which is job %" PRIu64, who,
+                  o->body, c->eff_id[p]);
 }
 
 /* A sighting after an acknowledged delete of its id: a resurrection,
@@ -279,8 +281,8 @@ static void check_resurrection(check_t *c, const op_t *o)
             continue;
         }
         bqh__flag(c, BQH_RESURRECTED, o->id, "%s at %+.6f s, after DELETED at %+.6f s (worker %d)",
-             o->kind == OP_SEEN ? "snapshot" : "RESERVED", bqh__rel(c->h, o->sent), bqh__rel(c->h, d->reply),
-             d->worker);
+                  o->kind == OP_SEEN ? "snapshot" : "RESERVED", bqh__rel(c->h, o->sent),
+                  bqh__rel(c->h, d->reply), d->worker);
     }
 }
 
@@ -296,8 +298,9 @@ static void check_double_deletes(check_t *c)
         for (size_t j = i + 1; j < c->ndels && c->dels[j].k == a->id; j++) {
             const op_t *b = &ops[c->dels[j].op];
             if (b->out == BQH_ACKED && !b->voided && (b->sent > a->reply || a->sent > b->reply))
-                bqh__flag(c, BQH_RESURRECTED, a->id, "DELETED twice (replies at %+.6f s and %+.6f s)",
-                     bqh__rel(c->h, a->reply), bqh__rel(c->h, b->reply));
+                bqh__flag(c, BQH_RESURRECTED, a->id,
+                          "DELETED twice (replies at %+.6f s and %+.6f s)",
+                          bqh__rel(c->h, a->reply), bqh__rel(c->h, b->reply));
         }
     }
 }
@@ -309,8 +312,7 @@ static bool delete_excuses(const check_t *c, uint64_t id)
     const op_t *ops = c->h->ops;
     for (size_t i = lower_bound(c->dels, c->ndels, id); i < c->ndels && c->dels[i].k == id; i++) {
         const op_t *d = &ops[c->dels[i].op];
-        if ((d->out == BQH_ACKED && !d->voided) ||
-            (d->out == BQH_UNKNOWN && bqh__in_flight(c, d)))
+        if ((d->out == BQH_ACKED && !d->voided) || (d->out == BQH_UNKNOWN && bqh__in_flight(c, d)))
             return true;
     }
     return false;
@@ -345,8 +347,8 @@ static uint64_t owned_since(const check_t *c, const op_t *d)
 {
     const op_t *ops = c->h->ops;
     size_t p = bqh__put_by_id(c, d->id);
-    if (p != SIZE_MAX && ops[p].worker == d->worker && ops[p].out == BQH_ACKED &&
-        !ops[p].voided && ops[p].reply <= d->sent)
+    if (p != SIZE_MAX && ops[p].worker == d->worker && ops[p].out == BQH_ACKED && !ops[p].voided &&
+        ops[p].reply <= d->sent)
         return ops[p].reply;
     for (size_t i = lower_bound(c->sights, c->nseen, d->id);
          i < c->nseen && c->sights[i].k == d->id; i++) {
@@ -413,7 +415,7 @@ static void check_lost(check_t *c)
             continue;
         }
         bqh__flag(c, BQH_LOST, id, "acknowledged at %+.6f s (worker %d), never deleted, absent",
-             bqh__rel(c->h, c->acked_at[p]), ops[p].worker);
+                  bqh__rel(c->h, c->acked_at[p]), ops[p].worker);
     }
     free(present);
     c->rep->hidden = c->snap->hidden;
@@ -444,8 +446,10 @@ static void check_id_order(check_t *c)
         size_t k = lower_bound(t, n, b->sent);
         if (k > 0 && ops[best[k - 1]].id >= b->id)
             bqh__flag(c, BQH_ID_REUSE, b->id,
-                 "put sent at %+.6f s got id %" PRIu64 ", but id %" PRIu64 " was seen at %+.6f s",
-                 bqh__rel(c->h, b->sent), b->id, ops[best[k - 1]].id, bqh__rel(c->h, ops[best[k - 1]].reply));
+                      "put sent at %+.6f s got id %" PRIu64 ", but id %" PRIu64
+                      " was seen at %+.6f s",
+                      bqh__rel(c->h, b->sent), b->id, ops[best[k - 1]].id,
+                      bqh__rel(c->h, ops[best[k - 1]].reply));
     }
     free(t);
     free(best);
@@ -525,8 +529,8 @@ size_t bqh_check(bqh_history_t *h, const bqh_snapshot_t *snap, const bqh_rules_t
 
 const char *bqh_problem_name(bqh_problem_t p)
 {
-    static const char *const names[] = {"lost",     "resurrected", "duplicate",
-                                        "unexpected", "mismatch",  "id reuse",
-                                        "unexplained", "reappeared", "state"};
+    static const char *const names[] = {"lost",        "resurrected", "duplicate",
+                                        "unexpected",  "mismatch",    "id reuse",
+                                        "unexplained", "reappeared",  "state"};
     return p < BQH_PROBLEMS ? names[p] : "?";
 }

@@ -10,7 +10,6 @@
 
 #include "tests/support/history.h"
 
-
 typedef enum {
     OP_PUT,
     OP_DELETE,
@@ -85,7 +84,7 @@ typedef struct check {
     bqh_history_t *h;
     const bqh_snapshot_t *snap;
     uint64_t promised, promised_again; /* the window of bqh_rules_t */
-    uint32_t number; /* of this check */
+    uint32_t number;                   /* of this check */
     bqh_report_t *rep;
     size_t *by_body, nputs; /* put ops, sorted by body */
     ref_t *by_id;           /* puts by effective id */
@@ -94,7 +93,7 @@ typedef struct check {
     size_t ndels;
     ref_t *seen; /* reserves and snapshot jobs, by reply time */
     size_t nseen;
-    ref_t *sights; /* reserves and snapshot jobs, by id then reply time */
+    ref_t *sights;               /* reserves and snapshot jobs, by id then reply time */
     uint64_t *eff_id, *acked_at; /* per op: a put's id and when it was first promised */
     span_t *faults;
     size_t nfaults;

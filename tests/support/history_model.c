@@ -27,7 +27,7 @@ typedef struct cand {
 
 typedef struct jobm {
     uint64_t id;
-    size_t put;  /* its put op */
+    size_t put; /* its put op */
     uint8_t tube;
     bool born, gone, maybe_gone, overflow;
     uint8_t n;
@@ -84,8 +84,8 @@ static bool effect(const op_t *o, const cand_t *x, cand_t *out)
     else if (o->cmd == BQH_BURY)
         *out = (cand_t){BQH_BURIED, o->pri, x->delay, 0};
     else if (o->cmd == BQH_RELEASE)
-        *out = (cand_t){o->delay ? BQH_DELAYED : BQH_READY, o->pri, o->delay,
-                        o->delay ? o->sent : 0};
+        *out =
+            (cand_t){o->delay ? BQH_DELAYED : BQH_READY, o->pri, o->delay, o->delay ? o->sent : 0};
     else /* kick-job */
         *out = ready_like(x);
     if (o->kind == OP_RESERVE)
@@ -161,8 +161,8 @@ static void collect_jobs(model_t *m)
     for (size_t i = 0; i < c->nids; i++) {
         const op_t *p = &c->h->ops[c->by_id[i].op];
         if (p->tube && (m->njobs == 0 || m->jobs[m->njobs - 1].id != c->by_id[i].k))
-            m->jobs[m->njobs++] = (jobm_t){.id = c->by_id[i].k, .put = c->by_id[i].op,
-                                           .tube = p->tube};
+            m->jobs[m->njobs++] =
+                (jobm_t){.id = c->by_id[i].k, .put = c->by_id[i].op, .tube = p->tube};
     }
     for (size_t i = 0; i < m->njobs; i++)
         m->by_tube[i] = i;
@@ -201,8 +201,8 @@ static void birth(const model_t *m, jobm_t *j)
     if (j->born)
         return;
     j->born = true;
-    j->c[0] = (cand_t){p->delay ? BQH_DELAYED : BQH_READY, p->pri, p->delay,
-                       p->delay ? p->sent : 0};
+    j->c[0] =
+        (cand_t){p->delay ? BQH_DELAYED : BQH_READY, p->pri, p->delay, p->delay ? p->sent : 0};
     j->n = 1;
 }
 

@@ -19,7 +19,6 @@
 #define BATCH 64
 #define GAP_MAX 64 /* unknown ids peeked on either side of a known one */
 
-
 typedef struct reader {
     int fd;
     uint64_t deadline; /* ns */
@@ -231,8 +230,8 @@ static int watch_tubes(reader_t *r, const char *tube)
     char *yaml, *line;
     size_t tl = strlen(tube);
     bool deflt = strcmp(tube, "default") == 0;
-    if ((!deflt && watch_one(r, tube) != 0) ||
-        send_all(r, "list-tubes\r\n", 12) != 0 || read_ok(r, "list-tubes", &yaml) != 0)
+    if ((!deflt && watch_one(r, tube) != 0) || send_all(r, "list-tubes\r\n", 12) != 0 ||
+        read_ok(r, "list-tubes", &yaml) != 0)
         return -1;
     int rc = 0;
     for (char *p = strtok(yaml, "\n"); p && rc == 0; p = strtok(NULL, "\n"))
@@ -401,8 +400,8 @@ void bqh_foreign_jobs(bqh_history_t *h, uint64_t n)
 /* The ids nobody was told that lie within GAP_MAX of a known one (in h or
  * in s): where the ids of puts whose outcome stayed unknown are, since a
  * server hands ids out in order (a restart or a new primary skips to a new
- * reservation block, whose first ids may be unknown puts'). Returns a new sorted array (free it) and
- * its length in *n. */
+ * reservation block, whose first ids may be unknown puts'). Returns a new sorted array (free it)
+ * and its length in *n. */
 static uint64_t *gap_ids(bqh_history_t *h, const bqh_snapshot_t *s, size_t *n)
 {
     size_t k = 0, m = 0;

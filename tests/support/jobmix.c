@@ -81,8 +81,8 @@ static bqm_status_t status_of(bqm_worker_t *k, ask_t *a, bqh_outcome_t out, cons
     } else if (out == BQH_REFUSED) {
         bool refused = !strcmp(a->line, "DRAINING\r\n") || !strcmp(a->line, "OUT_OF_MEMORY\r\n");
         if (!refused)
-            snprintf(k->error, sizeof k->error, "%s: \"%.*s\"", what,
-                     (int)strcspn(a->line, "\r"), a->line);
+            snprintf(k->error, sizeof k->error, "%s: \"%.*s\"", what, (int)strcspn(a->line, "\r"),
+                     a->line);
         st = refused ? BQM_REFUSED : BQM_WRONG;
     }
     free(a->line);
@@ -184,7 +184,8 @@ static bqm_status_t reserve(bqm_worker_t *k, int fd, int ms)
         char *body = strstr(a.line, "\r\n") + 2;
         bqh_reserve(k->h, k->id, a.sent, a.reply, id, body, len);
         k->held = id;
-    } else if (a.line && (!strcmp(a.line, "TIMED_OUT\r\n") || !strcmp(a.line, "DEADLINE_SOON\r\n"))) {
+    } else if (a.line &&
+               (!strcmp(a.line, "TIMED_OUT\r\n") || !strcmp(a.line, "DEADLINE_SOON\r\n"))) {
         free(a.line);
         return BQM_OK;
     }
@@ -193,8 +194,8 @@ static bqm_status_t reserve(bqm_worker_t *k, int fd, int ms)
 
 /* Sends cmd on job id and records it as c (pri, delay) with ok the reply
  * of success. */
-static bqm_status_t job_cmd(bqm_worker_t *k, int fd, int ms, bqh_cmd_t c, uint64_t id,
-                            uint32_t pri, uint32_t delay, const char *ok)
+static bqm_status_t job_cmd(bqm_worker_t *k, int fd, int ms, bqh_cmd_t c, uint64_t id, uint32_t pri,
+                            uint32_t delay, const char *ok)
 {
     static const char *const verbs[] = {"bury", "release", "kick-job", "touch"};
     char cmd[96];
@@ -233,8 +234,7 @@ static bqm_status_t on_held(bqm_worker_t *k, int fd, int ms)
     if (r < 8)
         return job_cmd(k, fd, ms, BQH_BURY, id, below(k, 1024), 0, "BURIED\r\n");
     if (r < 15)
-        return job_cmd(k, fd, ms, BQH_RELEASE, id, below(k, 1024), random_delay(k),
-                       "RELEASED\r\n");
+        return job_cmd(k, fd, ms, BQH_RELEASE, id, below(k, 1024), random_delay(k), "RELEASED\r\n");
     return delete_job(k, fd, ms, id);
 }
 

@@ -17,8 +17,8 @@
 #include "tests/support/history.h"
 
 #define BQM_TUBES 3
-#define BQM_JOBS 32     /* own jobs it remembers; it deletes some when full */
-#define BQM_KICK 1000   /* kick's bound: more than a worker's jobs in a tube */
+#define BQM_JOBS 32   /* own jobs it remembers; it deletes some when full */
+#define BQM_KICK 1000 /* kick's bound: more than a worker's jobs in a tube */
 #define BQM_TTR 120
 
 typedef enum bqm_status {

@@ -84,7 +84,8 @@ void bqp_tls_files(bqp_tls_t *t, const char *certs, const char *name)
  * the deadline; fd or -1. */
 static int tcp_connect(const char *src, int port, long long deadline)
 {
-    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+    struct sockaddr_in to = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), one = 1, err = 0;
     socklen_t len = sizeof err;

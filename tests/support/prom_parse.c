@@ -32,7 +32,7 @@ typedef struct state {
     bqp_text_t *t;
     fam_t *fams;
     size_t nfams, capfams;
-    fam_t *cur; /* the family being written */
+    fam_t *cur;        /* the family being written */
     bucket_t *buckets; /* of the current histogram family */
     size_t nbuckets, capbuckets;
     int line;
@@ -314,8 +314,8 @@ static fam_t *family_of(state_t *s, const char *name, const char **suffix)
             continue;
         snprintf(b, sizeof b, "%.*s", (int)base, name);
         fam_t *f = find_fam(s, b);
-        if (f && (strcmp(f->type, "histogram") == 0 ||
-                  (strcmp(f->type, "summary") == 0 && i > 0))) {
+        if (f &&
+            (strcmp(f->type, "histogram") == 0 || (strcmp(f->type, "summary") == 0 && i > 0))) {
             *suffix = suffixes[i];
             return f;
         }

@@ -143,14 +143,10 @@ static void free_port_is_bindable(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(put_then_peek_round_trips),
-        cmocka_unit_test(stat_int_reads_counters),
-        cmocka_unit_test(silence_then_timed_out),
-        cmocka_unit_test(quit_closes_connection),
-        cmocka_unit_test(read_line_keeps_the_rest),
-        cmocka_unit_test(wait_reports_sigterm),
-        cmocka_unit_test(unix_socket_server_answers),
-        cmocka_unit_test(free_port_is_bindable),
+        cmocka_unit_test(put_then_peek_round_trips),  cmocka_unit_test(stat_int_reads_counters),
+        cmocka_unit_test(silence_then_timed_out),     cmocka_unit_test(quit_closes_connection),
+        cmocka_unit_test(read_line_keeps_the_rest),   cmocka_unit_test(wait_reports_sigterm),
+        cmocka_unit_test(unix_socket_server_answers), cmocka_unit_test(free_port_is_bindable),
     };
     return bqt_exit(cmocka_run_group_tests(tests, start_reference, stop_server));
 }

@@ -19,14 +19,14 @@
 #include "tests/support/jobmix.h"
 #include "tests/support/workload.h"
 
-#define RETRY_MS 20   /* a worker's pause before it reconnects */
+#define RETRY_MS 20 /* a worker's pause before it reconnects */
 #define MAX_IDS 100000
 #define MINE 64 /* a worker's acknowledged ids not yet deleted */
 
 typedef struct worker {
     bqw_t *w;
     int id;
-    bool mix;                      /* runs the richer workload (jobmix.h) */
+    bool mix; /* runs the richer workload (jobmix.h) */
     bqm_worker_t m;
     unsigned seq;                  /* its next put's number: bodies are unique */
     unsigned long long mine[MINE]; /* oldest first */
@@ -136,8 +136,8 @@ static void note_ack(bqw_t *w, unsigned long long id, uint64_t sent_ns, uint64_t
 }
 
 /* Puts "<who>-<seq>" on fd; see bqw_put. */
-static bqh_outcome_t put_as(bqw_t *w, int fd, int who, unsigned seq, int ms,
-                            unsigned long long *id, char *err, size_t errlen)
+static bqh_outcome_t put_as(bqw_t *w, int fd, int who, unsigned seq, int ms, unsigned long long *id,
+                            char *err, size_t errlen)
 {
     char cmd[128], body[48];
     bqh_job_t job = {.tube = w->tube};
@@ -281,7 +281,10 @@ void bqw_start(bqw_t *w)
         worker_t *k = &w->wk[i];
         if (k->w != w) /* first start: a restart keeps the mix workers' jobs */
             bqm_init(&k->m, w->h, (int)i, w->tube, "", bqh_now_ns() ^ (i * 7919u));
-        worker_t again = {.w = w, .id = (int)i, .mix = w->mix && i % 2 == 1, .m = k->m,
+        worker_t again = {.w = w,
+                          .id = (int)i,
+                          .mix = w->mix && i % 2 == 1,
+                          .m = k->m,
                           .seq = k->seq}; /* bodies stay unique */
         memcpy(again.mine, k->mine, sizeof again.mine);
         again.nmine = k->nmine;
@@ -391,7 +394,7 @@ int bqw_probe(bqw_t *w, size_t i, bqc_view_t *v)
 
 typedef struct primary_wait {
     bqw_t *w;
-    int exclude; /* a node not to ask (paused, cut off), or -1 */
+    int exclude;   /* a node not to ask (paused, cut off), or -1 */
     unsigned skip; /* settled: nodes not expected to stream */
     bqc_view_t v;
 } primary_wait_t;
@@ -450,8 +453,8 @@ static bool standby_streaming(void *arg)
 
 void bqw_wait_streaming(bqw_t *w, size_t i, bool caught_up)
 {
-    standby_wait_t sw = {.w = w, .name = w->c->node[i].name, .caught_up = caught_up,
-                         .seen = "unknown"};
+    standby_wait_t sw = {
+        .w = w, .name = w->c->node[i].name, .caught_up = caught_up, .seen = "unknown"};
     if (!bqt_wait_until(standby_streaming, &sw, BQC_WAIT_MS))
         fail_msg("within %d ms the primary did not report %s streaming%s (last seen: %s)",
                  BQC_WAIT_MS, sw.name, caught_up ? " and caught up" : "", sw.seen);

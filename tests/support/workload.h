@@ -24,7 +24,7 @@
 #include "tests/support/history.h"
 
 #define BQW_MAX_WORKERS 8
-#define BQW_PROBE_MS 2000 /* for the reply to a probe (a paused primary never answers) */
+#define BQW_PROBE_MS 2000   /* for the reply to a probe (a paused primary never answers) */
 #define BQW_PROBE_WORKER 99 /* the history's worker number of probes and direct puts */
 
 typedef struct bqw bqw_t;

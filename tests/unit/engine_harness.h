@@ -39,8 +39,8 @@
 /* Start of the fake clocks: far from 0 so that no deadline is near 0. */
 #define H_MONO0 (1000 * BQ_NS_PER_S)
 #define H_WALL0 (INT64_C(1700000000) * BQ_NS_PER_S)
-#define H_S(n) ((int64_t)(n) * BQ_NS_PER_S)
-#define H_MS(n) ((int64_t)(n) * 1000000)
+#define H_S(n) ((int64_t)(n)*BQ_NS_PER_S)
+#define H_MS(n) ((int64_t)(n)*1000000)
 
 typedef struct harness harness_t;
 
@@ -61,7 +61,7 @@ struct harness {
     h_conn_t conns[H_MAX_CONNS];
     unsigned ncommands; /* calls of the command hook */
     bq_op_t last_op;
-    bool auto_check; /* run h_check() after every command and tick */
+    bool auto_check;   /* run h_check() after every command and tick */
     struct h_log *log; /* binlog hooks (h_new_logged), else NULL */
 };
 
@@ -145,10 +145,10 @@ typedef struct h_record {
 typedef struct h_log {
     h_record_t *recs;
     size_t n, cap;
-    long grants;        /* < 0: always grant; else grant this many more times */
-    uint32_t file;      /* what the log hook returns */
-    unsigned asks;      /* calls of log_room */
-    size_t last_room;   /* bytes of the latest granted log_room, until a record uses it */
+    long grants;      /* < 0: always grant; else grant this many more times */
+    uint32_t file;    /* what the log hook returns */
+    unsigned asks;    /* calls of log_room */
+    size_t last_room; /* bytes of the latest granted log_room, until a record uses it */
     bool last_is_delete;
     bool refuse_writes; /* a refusal is BQ_ROOM_REFUSED, as a cluster node that began to
                            refuse writes answers; else BQ_ROOM_FULL */
@@ -248,8 +248,7 @@ static inline int h_cmp_tube_name(const void *a, const void *b)
 }
 
 __attribute__((format(printf, 4, 5))) static inline void h_dumpf(char **buf, size_t *len,
-                                                                 size_t *cap, const char *fmt,
-                                                                 ...)
+                                                                 size_t *cap, const char *fmt, ...)
 {
     char line[512];
     va_list ap;
@@ -281,7 +280,8 @@ static inline void h_dump_job(const harness_t *h, const bq_job_t *j, int flags, 
     static const char *const names[] = {"new", "ready", "reserved", "buried", "delayed"};
     bool durable = flags & H_DUMP_DURABLE;
     int st = durable && j->state == BQ_JOB_RESERVED ? BQ_JOB_READY : (int)j->state;
-    h_dumpf(b, len, cap, "job %" PRIu64 " %s %s pri=%" PRIu32 " delay=%" PRIu32 " ttr=%" PRIu32
+    h_dumpf(b, len, cap,
+            "job %" PRIu64 " %s %s pri=%" PRIu32 " delay=%" PRIu32 " ttr=%" PRIu32
             " created=%" PRId64 " body=%" PRIu32 ":%016" PRIx64,
             j->id, j->tube->name, names[st], j->pri, j->delay, j->ttr, j->created_wall,
             j->body_size, h_fnv(j->body, j->body_size));
@@ -364,8 +364,7 @@ static inline char *h_dump(const harness_t *h, int flags)
     for (size_t i = 0; i < e->ntubes; i++)
         h_dumpf(&b, &len, &cap, " %s", e->tubes[i]->name);
     if (!(flags & H_DUMP_NO_IDS))
-        h_dumpf(&b, &len, &cap, "\nnext_id=%" PRIu64 " id_limit=%" PRIu64, e->next_id,
-                e->id_limit);
+        h_dumpf(&b, &len, &cap, "\nnext_id=%" PRIu64 " id_limit=%" PRIu64, e->next_id, e->id_limit);
     h_dumpf(&b, &len, &cap,
             "\nbury_seq=%" PRIu64 " live_log_bytes=%" PRIu64 " ready=%" PRIu64 " urgent=%" PRIu64
             " reserved=%" PRIu64 " delayed=%" PRIu64 " buried=%" PRIu64 " timeouts=%" PRIu64
@@ -417,8 +416,7 @@ typedef struct h_totals {
     size_t nclients;
 } h_totals_t;
 
-static inline void h_check_tube(const bq_engine_t *e, const bq_tube_t *t, size_t k,
-                                h_totals_t *tot)
+static inline void h_check_tube(const bq_engine_t *e, const bq_tube_t *t, size_t k, h_totals_t *tot)
 {
     assert_ptr_equal(e->tubes[k], t);
     assert_int_equal(t->list_pos, k);
@@ -812,8 +810,7 @@ static inline uint64_t h_put(harness_t *h, int i, uint32_t pri, uint32_t delay, 
 static inline const char *h_job_reply(const char *word, uint64_t id, const char *body)
 {
     static char buf[8192];
-    int n = snprintf(buf, sizeof buf, "%s %" PRIu64 " %zu\r\n%s\r\n", word, id, strlen(body),
-                     body);
+    int n = snprintf(buf, sizeof buf, "%s %" PRIu64 " %zu\r\n%s\r\n", word, id, strlen(body), body);
     assert_true(n > 0 && (size_t)n < sizeof buf);
     return buf;
 }

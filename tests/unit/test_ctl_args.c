@@ -27,8 +27,8 @@
 /* Parses the words given after the program name, with $BEANSTALKCTL_NODES
  * env (NULL: unset) and no other environment. */
 #define PARSE(a, env, ...)                                                                         \
-    bq_ctl_args_parse(a, ARGC(__VA_ARGS__), ARGV(__VA_ARGS__),                                     \
-                      &(bq_ctl_env_t){.nodes = (env)}, err, sizeof err)
+    bq_ctl_args_parse(a, ARGC(__VA_ARGS__), ARGV(__VA_ARGS__), &(bq_ctl_env_t){.nodes = (env)},    \
+                      err, sizeof err)
 /* The same with the whole environment given. */
 #define PARSE_ENV(a, envp, ...)                                                                    \
     bq_ctl_args_parse(a, ARGC(__VA_ARGS__), ARGV(__VA_ARGS__), envp, err, sizeof err)
@@ -300,9 +300,8 @@ static void nodes_with_ids(void **state)
 {
     (void)state;
     bq_ctl_args_t a;
-    assert_int_equal(PARSE(&a, NULL, "--nodes", "n1=h1:1, n2=https://h2:2/,h3:3,n-4=[::1]:4",
-                           "status"),
-                     0);
+    assert_int_equal(
+        PARSE(&a, NULL, "--nodes", "n1=h1:1, n2=https://h2:2/,h3:3,n-4=[::1]:4", "status"), 0);
     assert_int_equal(a.nnodes, 4);
     assert_string_equal(a.nodes[0].id, "n1");
     assert_string_equal(a.nodes[0].url, "http://h1:1"); /* where it connects */

@@ -139,12 +139,12 @@ static void engine_reserve_across_watched_tubes_takes_min_pri_id(void **state)
     harness_t *h = h_new(0);
     int p = h_open(h), w = h_open(h);
     h_cmd(h, p, "use a\r\n", "USING a\r\n");
-    h_put(h, p, 5, 0, 10, "a5");   /* 1 */
+    h_put(h, p, 5, 0, 10, "a5"); /* 1 */
     h_cmd(h, p, "use b\r\n", "USING b\r\n");
-    h_put(h, p, 1, 0, 10, "b1");   /* 2 */
-    h_put(h, p, 5, 0, 10, "b5");   /* 3 */
+    h_put(h, p, 1, 0, 10, "b1"); /* 2 */
+    h_put(h, p, 5, 0, 10, "b5"); /* 3 */
     h_cmd(h, p, "use c\r\n", "USING c\r\n");
-    h_put(h, p, 0, 0, 10, "c0");   /* 4: in a tube w does not watch */
+    h_put(h, p, 0, 0, 10, "c0"); /* 4: in a tube w does not watch */
     h_cmd(h, w, "watch a\r\n", "WATCHING 2\r\n");
     h_cmd(h, w, "watch b\r\n", "WATCHING 3\r\n");
     h_cmd(h, w, "reserve\r\n", h_job_reply("RESERVED", 2, "b1"));
@@ -164,13 +164,13 @@ static void engine_reserve_pri_compare_is_unsigned(void **state)
     harness_t *h = h_new(0);
     int p = h_open(h), w = h_open(h);
     h_cmd(h, p, "use a\r\n", "USING a\r\n");
-    h_put(h, p, 4294967295u, 0, 10, "max");   /* 1 */
-    h_put(h, p, 2147483648u, 0, 10, "2^31");  /* 2 */
+    h_put(h, p, 4294967295u, 0, 10, "max");  /* 1 */
+    h_put(h, p, 2147483648u, 0, 10, "2^31"); /* 2 */
     h_cmd(h, p, "use b\r\n", "USING b\r\n");
     h_put(h, p, 2147483647u, 0, 10, "2^31-1"); /* 3 */
-    h_put(h, p, 4294967294u, 0, 10, "max-1"); /* 4 */
+    h_put(h, p, 4294967294u, 0, 10, "max-1");  /* 4 */
     h_cmd(h, p, "use default\r\n", "USING default\r\n");
-    h_put(h, p, 1024, 0, 10, "1024");         /* 5 */
+    h_put(h, p, 1024, 0, 10, "1024"); /* 5 */
     h_cmd(h, w, "watch a\r\n", "WATCHING 2\r\n");
     h_cmd(h, w, "watch b\r\n", "WATCHING 3\r\n");
     const uint64_t order[] = {5, 3, 2, 4, 1};
@@ -996,8 +996,8 @@ static void engine_pause_tube_replies_and_counting(void **state)
     harness_t *h = h_new(0);
     int a = h_open(h);
     h_cmd(h, a, "pause-tube nosuch 1\r\n", "NOT_FOUND\r\n");
-    h_cmd(h, a, "pause-tube -bad 1\r\n", "BAD_FORMAT\r\n");     /* counted */
-    h_cmd(h, a, "pause-tube default x\r\n", "BAD_FORMAT\r\n");  /* not counted */
+    h_cmd(h, a, "pause-tube -bad 1\r\n", "BAD_FORMAT\r\n");    /* counted */
+    h_cmd(h, a, "pause-tube default x\r\n", "BAD_FORMAT\r\n"); /* not counted */
     h_cmd(h, a, "pause-tubedefault 1\r\n", "PAUSED\r\n");
     assert_int_equal(h_stat(h, a, "stats\r\n", "cmd-pause-tube"), 3);
     assert_int_equal(h_stat(h, a, "stats-tube default\r\n", "cmd-pause-tube"), 1);
@@ -1436,12 +1436,23 @@ static void engine_cmd_counters_skip_parse_failures(void **state)
     (void)state;
     harness_t *h = h_new(0);
     int a = h_open(h);
-    const char *bad[] = {"put 1 2 3\r\n",   "peek x\r\n",       "peek-readyx\r\n",
-                         "delete \r\n",     "release 1 2\r\n",  "use -x\r\n",
-                         "watch a b\r\n",   "ignore\r\n",       "bury 1\r\n",
-                         "kick x\r\n",      "touch 1 \r\n",     "stats-job\r\n",
-                         "stats-tube *\r\n", "list-tubesx\r\n", "reserve \r\n",
-                         "reserve-with-timeout -1\r\n", "pause-tube default\r\n"};
+    const char *bad[] = {"put 1 2 3\r\n",
+                         "peek x\r\n",
+                         "peek-readyx\r\n",
+                         "delete \r\n",
+                         "release 1 2\r\n",
+                         "use -x\r\n",
+                         "watch a b\r\n",
+                         "ignore\r\n",
+                         "bury 1\r\n",
+                         "kick x\r\n",
+                         "touch 1 \r\n",
+                         "stats-job\r\n",
+                         "stats-tube *\r\n",
+                         "list-tubesx\r\n",
+                         "reserve \r\n",
+                         "reserve-with-timeout -1\r\n",
+                         "pause-tube default\r\n"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         h_send(h, a, bad[i]);
         const char *out = h_out(h, a);
@@ -1450,10 +1461,27 @@ static void engine_cmd_counters_skip_parse_failures(void **state)
         h_clear(h, a);
     }
     const char *yaml = h_yaml(h, a, "stats\r\n");
-    const char *names[] = {"put", "peek", "peek-ready", "peek-delayed", "peek-buried", "reserve",
-                           "reserve-with-timeout", "delete", "release", "use", "watch", "ignore",
-                           "bury", "kick", "touch", "stats-job", "stats-tube", "list-tubes",
-                           "list-tube-used", "list-tubes-watched", "pause-tube"};
+    const char *names[] = {"put",
+                           "peek",
+                           "peek-ready",
+                           "peek-delayed",
+                           "peek-buried",
+                           "reserve",
+                           "reserve-with-timeout",
+                           "delete",
+                           "release",
+                           "use",
+                           "watch",
+                           "ignore",
+                           "bury",
+                           "kick",
+                           "touch",
+                           "stats-job",
+                           "stats-tube",
+                           "list-tubes",
+                           "list-tube-used",
+                           "list-tubes-watched",
+                           "pause-tube"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char key[64];
         snprintf(key, sizeof key, "cmd-%s", names[i]);
@@ -1862,7 +1890,7 @@ static void rt_kick_job(harness_t *h, int w, bool reserve_job)
         snprintf(cmd, sizeof cmd, "reserve-job %" PRIu64 "\r\n", id);
         h_cmd(h, w, cmd,
               j && j->state != BQ_JOB_RESERVED ? h_job_reply("RESERVED", id, "x")
-                                                : "NOT_FOUND\r\n");
+                                               : "NOT_FOUND\r\n");
     } else {
         snprintf(cmd, sizeof cmd, "kick-job %" PRIu64 "\r\n", id);
         bool ok = j && (j->state == BQ_JOB_BURIED || j->state == BQ_JOB_DELAYED);
@@ -1898,8 +1926,7 @@ static void rt_put(harness_t *h, int p)
     h_clear(h, p);
     uint64_t id = h->e->next_id;
     uint32_t delay = rnd(3) == 0 ? 1 + rnd(3) : 0;
-    snprintf(cmd, sizeof cmd, "put %u %" PRIu32 " %u 1\r\nx\r\n", rnd(4) * 500, delay,
-             1 + rnd(5));
+    snprintf(cmd, sizeof cmd, "put %u %" PRIu32 " %u 1\r\nx\r\n", rnd(4) * 500, delay, 1 + rnd(5));
     char want[32];
     snprintf(want, sizeof want, "INSERTED %" PRIu64 "\r\n", id);
     h_cmd(h, p, cmd, want);
@@ -1932,7 +1959,9 @@ static void rt_step(harness_t *h, const int *workers, int p, bool *waiting)
     if (waiting[wi] && op < 12)
         op = 12 + rnd(4); /* a waiting worker takes no commands */
     switch (op) {
-    case 0: case 1: case 2:
+    case 0:
+    case 1:
+    case 2:
         rt_reserve(h, w, false);
         break;
     case 3:
@@ -1957,10 +1986,12 @@ static void rt_step(harness_t *h, const int *workers, int p, bool *waiting)
     case 9:
         rt_watch(h, w);
         break;
-    case 10: case 11:
+    case 10:
+    case 11:
         rt_kick_or_pause(h, p);
         break;
-    case 12: case 13:
+    case 12:
+    case 13:
         rt_put(h, p);
         break;
     default:

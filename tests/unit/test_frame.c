@@ -105,8 +105,7 @@ static void crc_matches_bitwise_reference(void **state)
             len = sizeof buf - off;
         fill_random(buf, sizeof buf);
         assert_int_equal(bq_crc32c(0, buf + off, len), oracle_crc32c(0, buf + off, len));
-        assert_int_equal(bq_crc32c_portable(0, buf + off, len),
-                         oracle_crc32c(0, buf + off, len));
+        assert_int_equal(bq_crc32c_portable(0, buf + off, len), oracle_crc32c(0, buf + off, len));
         assert_int_equal(bq_crc32c(7, buf + off, len), oracle_crc32c(7, buf + off, len));
     }
 }
@@ -318,7 +317,7 @@ static void check_bit_flips(uint32_t len, size_t tail)
 static void frame_every_single_bit_flip_is_detected(void **state)
 {
     (void)state;
-    check_bit_flips(64, 0);    /* a power of two: one flip makes the length 0 */
+    check_bit_flips(64, 0); /* a power of two: one flip makes the length 0 */
     check_bit_flips(100, 0);
     check_bit_flips(100, 200); /* longer lengths now fit in the buffer: crc catches them */
     check_bit_flips(1, 4096);
@@ -422,8 +421,7 @@ static void segment_prefix_bad_magic(void **state)
     for (size_t i = 0; i < 8; i++) {
         for (int bit = 0; bit < 8; bit++) {
             buf[i] ^= (uint8_t)(1u << bit);
-            assert_int_equal(prefix_decode_exact(buf, pn, NULL, NULL, NULL),
-                             BQ_SEGMENT_BAD_MAGIC);
+            assert_int_equal(prefix_decode_exact(buf, pn, NULL, NULL, NULL), BQ_SEGMENT_BAD_MAGIC);
             buf[i] ^= (uint8_t)(1u << bit);
         }
     }
@@ -442,8 +440,7 @@ static void segment_prefix_bad_version(void **state)
     static const uint32_t bad[] = {0, 2, 0x01000000u, 0xFFFFFFFFu};
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         put_le32(buf + 8, bad[k]);
-        assert_int_equal(prefix_decode_exact(buf, pn, NULL, NULL, NULL),
-                         BQ_SEGMENT_BAD_VERSION);
+        assert_int_equal(prefix_decode_exact(buf, pn, NULL, NULL, NULL), BQ_SEGMENT_BAD_VERSION);
     }
 }
 

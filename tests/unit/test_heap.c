@@ -122,8 +122,8 @@ static void heap_remove_sifts_replacement_up(void **state)
     bq_heap_t h;
     bq_heap_init(&h, item_less, item_setpos);
     /* Inserted in this order the array is exactly [0, 100, 1, 101, 102, 2, 3]. */
-    item_t it[7] = {{0, 0, 0}, {100, 1, 0}, {1, 2, 0}, {101, 3, 0}, {102, 4, 0}, {2, 5, 0},
-                    {3, 6, 0}};
+    item_t it[7] = {{0, 0, 0},   {100, 1, 0}, {1, 2, 0}, {101, 3, 0},
+                    {102, 4, 0}, {2, 5, 0},   {3, 6, 0}};
     for (int i = 0; i < 7; i++)
         assert_int_equal(bq_heap_insert(&h, &it[i]), 0);
     for (int i = 0; i < 7; i++)

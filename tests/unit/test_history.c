@@ -83,9 +83,8 @@ static void shows_in(fx_t *f, uint64_t id, const char *body, const char *tube, b
                      uint32_t pri, uint32_t delay)
 {
     bqh_job_t j = {.tube = tube, .pri = pri, .delay = delay, .state = st};
-    assert_int_equal(bqh_snapshot_add(f->snap, bqh_snapshot_time(f->snap), id, body, strlen(body),
-                                      &j),
-                     0);
+    assert_int_equal(
+        bqh_snapshot_add(f->snap, bqh_snapshot_time(f->snap), id, body, strlen(body), &j), 0);
 }
 
 static void shows(fx_t *f, uint64_t id, const char *body, bqh_state_t st, uint32_t pri,
@@ -268,9 +267,9 @@ static void state_after_put_is_checked(void **state)
     bqh_put(f->h, 0, at(f, 15), at(f, 16), BQH_ACKED, 6, "f", 1); /* no attributes: unchecked */
     snapshot(f, 100);
     shows(f, 1, "a", BQH_READY, 5, 0);
-    shows(f, 2, "b", BQH_RESERVED, 5, 0); /* reserved counts as ready */
-    shows(f, 3, "c", BQH_READY, 6, 0);    /* wrong priority */
-    shows(f, 4, "d", BQH_BURIED, 5, 0);   /* never buried */
+    shows(f, 2, "b", BQH_RESERVED, 5, 0);          /* reserved counts as ready */
+    shows(f, 3, "c", BQH_READY, 6, 0);             /* wrong priority */
+    shows(f, 4, "d", BQH_BURIED, 5, 0);            /* never buried */
     shows_in(f, 5, "e", "other", BQH_READY, 5, 0); /* wrong tube */
     shows(f, 6, "f", BQH_BURIED, 9, 9);
     assert_int_equal(check(f, NULL), 3);
@@ -287,13 +286,13 @@ static void bury_release_kick_job_touch(void **state)
     put(f, 0, 11, BQH_ACKED, 2, "b", 5, 0);
     put(f, 0, 12, BQH_ACKED, 3, "c", 5, 0);
     bqh_reserve(f->h, 0, at(f, 20), at(f, 21), 1, "a", 1);
-    cmd(f, 22, BQH_ACKED, BQH_BURY, 1, 7, 0);      /* 1: buried pri 7 */
+    cmd(f, 22, BQH_ACKED, BQH_BURY, 1, 7, 0); /* 1: buried pri 7 */
     bqh_reserve(f->h, 0, at(f, 30), at(f, 31), 2, "b", 1);
     cmd(f, 32, BQH_ACKED, BQH_TOUCH, 2, 0, 0);
-    cmd(f, 33, BQH_ACKED, BQH_RELEASE, 2, 8, 0);   /* 2: ready pri 8 */
+    cmd(f, 33, BQH_ACKED, BQH_RELEASE, 2, 8, 0); /* 2: ready pri 8 */
     bqh_reserve(f->h, 0, at(f, 40), at(f, 41), 3, "c", 1);
     cmd(f, 42, BQH_ACKED, BQH_BURY, 3, 9, 0);
-    cmd(f, 43, BQH_ACKED, BQH_KICK_JOB, 3, 0, 0);  /* 3: ready pri 9 */
+    cmd(f, 43, BQH_ACKED, BQH_KICK_JOB, 3, 0, 0);     /* 3: ready pri 9 */
     cmd(f, 44, BQH_NOT_FOUND, BQH_KICK_JOB, 2, 0, 0); /* no change */
     snapshot(f, 100);
     shows(f, 1, "a", BQH_BURIED, 7, 0);

@@ -233,8 +233,7 @@ static void fill(bq_jobtab_t *t, const uint64_t *ids, size_t n, bq_job_t **jobs)
     check_table(t);
 }
 
-static void check_all(const bq_jobtab_t *t, const uint64_t *ids, bq_job_t *const *jobs,
-                      size_t n)
+static void check_all(const bq_jobtab_t *t, const uint64_t *ids, bq_job_t *const *jobs, size_t n)
 {
     check_table(t);
     for (size_t i = 0; i < n; i++)
@@ -248,12 +247,12 @@ static void jobtab_backward_shift_keeps_clusters_findable(void **state)
     (void)state;
     enum { PER = 12, N = 2 * PER + 4 };
     static const int orders[3][N] = {
-        {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24,
-         25, 26, 27},
-        {27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4,
-         3, 2, 1, 0},
-        {13, 14, 12, 15, 11, 16, 10, 17, 9, 18, 8, 19, 7, 20, 6, 21, 5, 22, 4, 23, 3, 24, 2, 25, 1,
-         26, 0, 27},
+        {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13,
+         14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27},
+        {27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14,
+         13, 12, 11, 10, 9,  8,  7,  6,  5,  4,  3,  2,  1,  0},
+        {13, 14, 12, 15, 11, 16, 10, 17, 9, 18, 8, 19, 7, 20,
+         6,  21, 5,  22, 4,  23, 3,  24, 2, 25, 1, 26, 0, 27},
     };
     for (int o = 0; o < 3; o++) {
         uint64_t ids[N];

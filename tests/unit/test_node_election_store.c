@@ -449,7 +449,7 @@ static void history_over_max_damaged(void **state)
  * epoch 3 and an unknown field (number 15) padding it out. */
 static void put_padded(const char *dir, size_t total)
 {
-    size_t pad = total - BQ_FRAME_HEADER - 6; /* epoch 2 bytes, tag 1, length 3 */
+    size_t pad = total - BQ_FRAME_HEADER - 6;       /* epoch 2 bytes, tag 1, length 3 */
     assert_true(pad >= 1u << 14 && pad < 1u << 21); /* a 3-byte varint length */
     uint8_t *buf = calloc(1, total);
     assert_non_null(buf);

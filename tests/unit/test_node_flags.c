@@ -375,11 +375,11 @@ static const struct {
     const char *name;
     const char *value; /* NULL for a switch */
 } cluster_opts[] = {
-    {"--role", "primary"},     {"--node-id", "n1"},          {"--cluster-id", "c"},
-    {"--peer", "n1=h:1"},      {"--repl-listen", "h:1"},     {"--tls-cert", "c.pem"},
-    {"--tls-key", "k.pem"},    {"--tls-ca", "ca.pem"},       {"--repl-plaintext", NULL},
-    {"--sync-standbys", "0"},  {"--sync-fallback", "async"}, {"--sync-timeout", "1"},
-    {"--repl-timeout", "100"}, {"--status-interval", "0"},   {"--failover", "manual"},
+    {"--role", "primary"},         {"--node-id", "n1"},          {"--cluster-id", "c"},
+    {"--peer", "n1=h:1"},          {"--repl-listen", "h:1"},     {"--tls-cert", "c.pem"},
+    {"--tls-key", "k.pem"},        {"--tls-ca", "ca.pem"},       {"--repl-plaintext", NULL},
+    {"--sync-standbys", "0"},      {"--sync-fallback", "async"}, {"--sync-timeout", "1"},
+    {"--repl-timeout", "100"},     {"--status-interval", "0"},   {"--failover", "manual"},
     {"--failover-timeout", "100"},
 };
 
@@ -711,9 +711,9 @@ static void witness_declared(void **state)
     base_fails(ARGC(self), self, "--witness names this node, which is not --role=witness: n1");
     base_fails(ARGC(bad), bad,
                "invalid --witness (bad NAME: want 1 to 63 of A-Z a-z 0-9 . _ -): n/3");
-    char *witness[] = {"--role=witness", "--failover=auto", "--peer", "n1=h1:7001", "--peer",
-                       "n2=h2:7002", "--peer", "n3=h3:7003", "-b", "/d", "--repl-plaintext",
-                       "--node-id", "n3"};
+    char *witness[] = {"--role=witness",   "--failover=auto", "--peer",     "n1=h1:7001", "--peer",
+                       "n2=h2:7002",       "--peer",          "n3=h3:7003", "-b",         "/d",
+                       "--repl-plaintext", "--node-id",       "n3"};
     assert_int_equal(parse(ARGC(witness), witness), BQ_FLAGS_RUN);
     assert_true(f.peers[2].witness);
     assert_false(f.peers[0].witness);
@@ -796,10 +796,12 @@ static void failover_options(void **state)
     assert_int_equal(parse_base(ARGC(three), three), BQ_FLAGS_RUN);
     assert_true(f.failover_auto);
     assert_int_equal(f.failover_timeout_ms, 250);
-    base_fails(ARGC(two), two, "flag requires 3 voters (3 --peer; with 2 nodes only manual "
-                               "failover is safe): --failover=auto");
+    base_fails(ARGC(two), two,
+               "flag requires 3 voters (3 --peer; with 2 nodes only manual "
+               "failover is safe): --failover=auto");
     base_fails(ARGC(bad), bad, "invalid --failover (want auto or manual): sometimes");
-    base_fails(ARGC(fast), fast, "invalid --failover-timeout (want milliseconds, 100..2147483647): 99");
+    base_fails(ARGC(fast), fast,
+               "invalid --failover-timeout (want milliseconds, 100..2147483647): 99");
 }
 
 static void admin_listen_forms(void **state)
@@ -921,8 +923,8 @@ static void describes(int argc, char *const *argv, const char *want)
 static void describe_single(void **state)
 {
     char *none[] = {"--check-config"};
-    char *every[] = {"--check-config", "-l", "::1", "-p", "http", "-b", "/a \"b\"", "-F",
-                     "-u", "kr", "-z", "7"};
+    char *every[] = {"--check-config", "-l", "::1", "-p", "http", "-b",
+                     "/a \"b\"",       "-F", "-u",  "kr", "-z",   "7"};
     char *unix_path[] = {"--check-config", "-l", "unix:/run/bq.sock", "-b/d", "-f0"};
     char *fsync[] = {"--check-config", "-l", "10.1.2.3", "-b/d", "-f", "20"};
     (void)state;
@@ -941,9 +943,18 @@ static void describe_single(void **state)
 static void describe_cluster(void **state)
 {
     char *argv[ARGC(every_option) + 3];
-    char *base_admin[] = {"--role=primary", "--peer",    "n1=h1:7001", "--peer",
-                          "n2=h2:7002",     "-b",        "/d",         "--repl-plaintext",
-                          "--node-id",      "n1",        "--admin-listen", "9",
+    char *base_admin[] = {"--role=primary",
+                          "--peer",
+                          "n1=h1:7001",
+                          "--peer",
+                          "n2=h2:7002",
+                          "-b",
+                          "/d",
+                          "--repl-plaintext",
+                          "--node-id",
+                          "n1",
+                          "--admin-listen",
+                          "9",
                           "--check-config"};
     (void)state;
     for (int k = 0; k < ARGC(every_option); k++)
@@ -964,9 +975,24 @@ static void describe_cluster(void **state)
               "admin_tls=off sync_standbys=1 sync_fallback=async failover_timeout_ms=1000 "
               "peers=n1@h1:7001,n2@h2:7002 binlog_dir=/d fsync=50ms max_job_size=65535");
     /* With the TLS flags a loopback admin API is TLS too, plus plaintext GETs. */
-    char *tls_admin[] = {"--check-config", "--role=primary", "--peer", "n1=h1:7001", "--peer",
-                         "n2=h2:7002", "-b", "/d", "--node-id", "n1", "--tls-cert", "c.pem",
-                         "--tls-key", "k.pem", "--tls-ca", "ca.pem", "--admin-listen", "9"};
+    char *tls_admin[] = {"--check-config",
+                         "--role=primary",
+                         "--peer",
+                         "n1=h1:7001",
+                         "--peer",
+                         "n2=h2:7002",
+                         "-b",
+                         "/d",
+                         "--node-id",
+                         "n1",
+                         "--tls-cert",
+                         "c.pem",
+                         "--tls-key",
+                         "k.pem",
+                         "--tls-ca",
+                         "ca.pem",
+                         "--admin-listen",
+                         "9"};
     describes(ARGC(tls_admin), tls_admin,
               "config=ok role=primary node_id=n1 cluster_id=beanstalkd-ha failover=manual "
               "listen=*:11300 repl_listen=h1:7001 repl_tls=on admin_listen=127.0.0.1:9 "

@@ -110,7 +110,7 @@ static void sync_result_arrives_on_the_loop(void **state)
     assert_int_equal(bq_fsync_thread_start(&f->t, f->fd), 0);
     assert_true(bq_fsync_thread_busy(&f->t));
     assert_int_equal(bq_fsync_thread_start(&f->t, f->fd), UV_EBUSY); /* one at a time */
-    assert_int_equal(f->calls, 0); /* never from start itself */
+    assert_int_equal(f->calls, 0);                                   /* never from start itself */
     run_until(f, &f->calls, 1, "the sync's callback");
     assert_int_equal(f->res, 0);
     assert_true(f->ns >= 0);

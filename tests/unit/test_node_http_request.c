@@ -294,7 +294,7 @@ static void parse_header_section_limit(void **state)
 {
     (void)state;
     const char *start = "GET / HTTP/1.1\r\nHost: a\r\n"; /* Host line: 9 bytes */
-    size_t fill = BQ_HTTP_MAX_HEADERS - 9 - 2;             /* X line without CRLF */
+    size_t fill = BQ_HTTP_MAX_HEADERS - 9 - 2;           /* X line without CRLF */
     for (int extra = 0; extra <= 1; extra++) {
         char *x = make(fill + (size_t)extra, "X: ", 'v', "");
         size_t len = strlen(start) + strlen(x) + 4;

@@ -94,8 +94,12 @@ static void primary_text_is_valid_with_its_values(void **state)
     bq_metrics_counters_reset();
     bq_metrics_count(BQ_COUNTER_ELECTIONS_WON);
     bq_metrics_count(BQ_COUNTER_BECAME_PRIMARY);
-    bq_metrics_source_t src = {.version = "1.2.3", .engine = &eng, .binlog = &bl, .cluster = &st,
-                               .process = &pr, .tls_failures_admin = 5};
+    bq_metrics_source_t src = {.version = "1.2.3",
+                               .engine = &eng,
+                               .binlog = &bl,
+                               .cluster = &st,
+                               .process = &pr,
+                               .tls_failures_admin = 5};
     bqp_text_t t;
     render_and_parse(&src, &t);
     assert_true(get(&t, "beanstalkd_ha_build_info{version=\"1.2.3\"}") == 1);
@@ -201,9 +205,9 @@ static void histogram_buckets_include_their_bound(void **state)
 {
     (void)state;
     bq_histogram_t hg = {0};
-    bq_histogram_observe(&hg, 100000);  /* exactly 0.0001 s */
-    bq_histogram_observe(&hg, 100001);  /* just above */
-    bq_histogram_observe(&hg, -5);      /* clamped to 0 */
+    bq_histogram_observe(&hg, 100000);     /* exactly 0.0001 s */
+    bq_histogram_observe(&hg, 100001);     /* just above */
+    bq_histogram_observe(&hg, -5);         /* clamped to 0 */
     bq_histogram_observe(&hg, 1000000000); /* exactly 1 s */
     assert_int_equal(hg.bucket[0], 2);
     assert_int_equal(hg.bucket[1], 1);

@@ -254,8 +254,8 @@ static harness_t *replay_at(const char *dir, const harness_t *like, bool skip, i
     logged[n < sizeof logged ? n : 0] = '\0';
     fclose(cap);
     if (got != rc)
-        fail_msg("%s:%d: bq_replay returned %d, expected %d; it logged:\n%s", file, line, got,
-                 rc, logged);
+        fail_msg("%s:%d: bq_replay returned %d, expected %d; it logged:\n%s", file, line, got, rc,
+                 logged);
     h_check(r);
     return r;
 }
@@ -845,8 +845,8 @@ static void replay_bit_flips_in_last_frame_are_a_torn_tail(void **state)
         assert_int_equal(res.records, h->log->n - 1);
         assert_int_equal(res.damaged, 1);
         expect_cut(dir, &im, x);
-        expect_log("level=warn", "torn binlog tail", seg_path(dir, 1), at_offset(x), "bytes=",
-                   "copy=");
+        expect_log("level=warn", "torn binlog tail", seg_path(dir, 1), at_offset(x),
+                   "bytes=", "copy=");
         h_done(r);
         im.data[x + bit / 8] ^= (uint8_t)(1u << bit % 8);
     }
@@ -1307,8 +1307,8 @@ static void replay_damaged_prefix_with_frames(void **state)
         assert_int_equal(res.records, h->log->n);
         assert_int_equal(res.damaged, 1);
         size_t ds = lay.off[seq == 1 ? 0 : lay.n - 1];
-        assert_file_is(path_of(dir, seq == 1 ? "bqlog.1.corrupt-0" : "bqlog.2.corrupt-0"),
-                       im.data, ds);
+        assert_file_is(path_of(dir, seq == 1 ? "bqlog.1.corrupt-0" : "bqlog.2.corrupt-0"), im.data,
+                       ds);
         h_done(r);
         im.data[BQ_SEGMENT_PREFIX_FIXED + 1] ^= 1;
         write_image(seg_path(dir, seq), im.data, im.len, 0);

@@ -277,8 +277,7 @@ static void expect_installed(const fixture_t *f)
 static void expect_old_log(const fixture_t *f)
 {
     assert_false(exists(f->rdir));
-    assert_string_equal(listing(f->dir),
-                        "bqlog.1 bqlog.1.corrupt-40 bqlog.2 bqlog.3 bqlog.4 lock");
+    assert_string_equal(listing(f->dir), "bqlog.1 bqlog.1.corrupt-40 bqlog.2 bqlog.3 bqlog.4 lock");
     for (uint64_t n = 1; n <= OLD_SEGMENTS; n++)
         assert_file_is(seg_path(f->dir, n), &f->old[n]);
     bq_replay_result_t res;
@@ -379,13 +378,13 @@ static void download_without_marker_is_removed(void **state)
 
 /* How far an interrupted install got before the crash. */
 typedef enum step {
-    OLD_HALF_DELETED,   /* COMPLETE; some old segments deleted */
-    OLD_DELETED,        /* COMPLETE; every old segment deleted */
-    MARKED_INSTALLING,  /* COMPLETE and INSTALLING; nothing moved */
-    HALF_MOVED,         /* ...and some segments moved in */
-    ALL_MOVED,          /* ...and every segment moved in */
-    COMPLETE_REMOVED,   /* INSTALLING only */
-    MARKERS_REMOVED,    /* an empty DIR/resync */
+    OLD_HALF_DELETED,  /* COMPLETE; some old segments deleted */
+    OLD_DELETED,       /* COMPLETE; every old segment deleted */
+    MARKED_INSTALLING, /* COMPLETE and INSTALLING; nothing moved */
+    HALF_MOVED,        /* ...and some segments moved in */
+    ALL_MOVED,         /* ...and every segment moved in */
+    COMPLETE_REMOVED,  /* INSTALLING only */
+    MARKERS_REMOVED,   /* an empty DIR/resync */
     STEPS
 } step_t;
 

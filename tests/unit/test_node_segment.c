@@ -153,10 +153,20 @@ static void list_segments_and_beanstalkd_files(void **state)
     assert_false(bsd);
     free(seqs);
 
-    const char *names[] = {"bqlog.20", "bqlog.3",  "bqlog.1",  "bqlog.02",
-                           "bqlog.0",  "bqlog.",   "bqlog.x",  "bqlog.4x",
-                           "lock",     "binlog.1x", "xbqlog.7", "bqlog.5.corrupt-44",
-                           "bqlog.99999999999999999999", "bqlog.18446744073709551615"};
+    const char *names[] = {"bqlog.20",
+                           "bqlog.3",
+                           "bqlog.1",
+                           "bqlog.02",
+                           "bqlog.0",
+                           "bqlog.",
+                           "bqlog.x",
+                           "bqlog.4x",
+                           "lock",
+                           "binlog.1x",
+                           "xbqlog.7",
+                           "bqlog.5.corrupt-44",
+                           "bqlog.99999999999999999999",
+                           "bqlog.18446744073709551615"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         touch(dir, names[i], "", 0);
     assert_int_equal(bq_segment_list(dir, &seqs, &n, &bsd), 0);

@@ -36,7 +36,8 @@ typedef struct {
 /* The line of the last parse_checked() call; returned names point into it. */
 static char keep[LINE_CAP + TAIL];
 
-static const char *show(const char *s, size_t len) {
+static const char *show(const char *s, size_t len)
+{
     static char out[LINE_CAP * 4 + 1];
     size_t o = 0;
 
@@ -51,7 +52,8 @@ static const char *show(const char *s, size_t len) {
     return out;
 }
 
-static const char *status_name(bq_parse_status_t st) {
+static const char *status_name(bq_parse_status_t st)
+{
     switch (st) {
     case BQ_PARSE_OK:
         return "OK";
@@ -63,7 +65,8 @@ static const char *status_name(bq_parse_status_t st) {
     return "?";
 }
 
-static result_t parse_in(const char *line, size_t len, char *buf, size_t tail, char fill) {
+static result_t parse_in(const char *line, size_t len, char *buf, size_t tail, char fill)
+{
     result_t r;
 
     if (len > 0)
@@ -74,7 +77,8 @@ static result_t parse_in(const char *line, size_t len, char *buf, size_t tail, c
     return r;
 }
 
-static bool same_result(const result_t *a, const result_t *b) {
+static bool same_result(const result_t *a, const result_t *b)
+{
     return a->st == b->st && a->cmd.op == b->cmd.op && a->cmd.id == b->cmd.id &&
            a->cmd.pri == b->cmd.pri && a->cmd.delay == b->cmd.delay && a->cmd.ttr == b->cmd.ttr &&
            a->cmd.bytes == b->cmd.bytes && a->cmd.count == b->cmd.count &&
@@ -82,7 +86,8 @@ static bool same_result(const result_t *a, const result_t *b) {
            a->name_off == b->name_off && a->cmd.name_len == b->cmd.name_len;
 }
 
-static void describe(const char *what, const result_t *r) {
+static void describe(const char *what, const result_t *r)
+{
     print_error("  %s: %s op=%s id=%" PRIu64 " pri=%" PRIu32 " delay=%" PRIu32 " ttr=%" PRIu32
                 " bytes=%" PRIu32 " count=%" PRIu32 " timeout=%" PRId32
                 " trailing=%d name_off=%zu name_len=%zu\n",
@@ -92,7 +97,8 @@ static void describe(const char *what, const result_t *r) {
 }
 
 /* Fails unless every field that op does not use holds its defined value. */
-static void check_unused_fields(const char *line, size_t len, const result_t *r, int at) {
+static void check_unused_fields(const char *line, size_t len, const result_t *r, int at)
+{
     const bq_cmd_t *c = &r->cmd;
     bq_op_t op = c->op;
     bool ok = r->st == BQ_PARSE_OK;
@@ -121,7 +127,8 @@ static void check_unused_fields(const char *line, size_t len, const result_t *r,
 
 /* Parses line[0..len) from four buffers (see the file comment), fails the
  * test unless they agree, and returns the result whose name lives in keep. */
-static result_t parse_checked(const char *line, size_t len, int at) {
+static result_t parse_checked(const char *line, size_t len, int at)
+{
     char *exact;
     char tmp[LINE_CAP + TAIL];
     result_t heap, nines, spaces, nuls;
@@ -146,7 +153,8 @@ static result_t parse_checked(const char *line, size_t len, int at) {
 }
 
 static bq_cmd_t expect_result(const char *line, size_t len, bq_parse_status_t st, bq_op_t op,
-                              int at) {
+                              int at)
+{
     result_t r = parse_checked(line, len, at);
 
     if (r.st != st || r.cmd.op != op) {
@@ -163,7 +171,8 @@ static bq_cmd_t expect_result(const char *line, size_t len, bq_parse_status_t st
 /* For string literals that contain NUL bytes. */
 #define EXPECT_LIT(lit, st, op) expect_result((lit), sizeof(lit) - 1, (st), (op), __LINE__)
 
-static void expect_name(const bq_cmd_t *c, const char *name, size_t off) {
+static void expect_name(const bq_cmd_t *c, const char *name, size_t off)
+{
     assert_non_null(c->name);
     assert_ptr_equal(c->name, keep + off);
     assert_int_equal(c->name_len, strlen(name));
@@ -171,7 +180,8 @@ static void expect_name(const bq_cmd_t *c, const char *name, size_t off) {
 }
 
 /* Builds "<prefix><n copies of ch><suffix>" in out. */
-static const char *build(char *out, const char *prefix, size_t n, char ch, const char *suffix) {
+static const char *build(char *out, const char *prefix, size_t n, char ch, const char *suffix)
+{
     size_t p = strlen(prefix);
 
     assert_true(p + n + strlen(suffix) < LINE_CAP);
@@ -183,7 +193,8 @@ static const char *build(char *out, const char *prefix, size_t n, char ch, const
 
 /* ---- command recognition ---- */
 
-static void parse_empty_line_is_unknown(void **state) {
+static void parse_empty_line_is_unknown(void **state)
+{
     bq_cmd_t c;
 
     (void)state;
@@ -192,7 +203,8 @@ static void parse_empty_line_is_unknown(void **state) {
     assert_int_equal(c.op, BQ_OP_UNKNOWN);
 }
 
-static void parse_commands_are_case_sensitive(void **state) {
+static void parse_commands_are_case_sensitive(void **state)
+{
     (void)state;
     EXPECT_UNKNOWN("PUT 0 0 0 1");
     EXPECT_UNKNOWN("Delete 1");
@@ -201,7 +213,8 @@ static void parse_commands_are_case_sensitive(void **state) {
     EXPECT_UNKNOWN("STATS");
 }
 
-static void parse_names_without_their_space_are_unknown(void **state) {
+static void parse_names_without_their_space_are_unknown(void **state)
+{
     static const char *const lines[] = {
         "put", "peek",  "delete", "release", "bury",  "kick",    "kick-job", "touch",
         "use", "watch", "ignore", "putx",    "peekx", "deletex", "kickx",    "usex",
@@ -212,7 +225,8 @@ static void parse_names_without_their_space_are_unknown(void **state) {
         EXPECT_UNKNOWN(lines[i]);
 }
 
-static void parse_tab_is_not_a_separator(void **state) {
+static void parse_tab_is_not_a_separator(void **state)
+{
     (void)state;
     EXPECT_UNKNOWN("put\t1 0 10 1");
     EXPECT_UNKNOWN("delete\t1");
@@ -220,7 +234,8 @@ static void parse_tab_is_not_a_separator(void **state) {
     EXPECT_UNKNOWN("kick\t1");
 }
 
-static void parse_unrecognised_words_are_unknown(void **state) {
+static void parse_unrecognised_words_are_unknown(void **state)
+{
     (void)state;
     EXPECT_UNKNOWN("foo");
     EXPECT_UNKNOWN(" put 1 0 10 1");
@@ -237,7 +252,8 @@ static void parse_unrecognised_words_are_unknown(void **state) {
     EXPECT_UNKNOWN("\xff\xfe");
 }
 
-static void parse_nul_byte_is_bad_format_with_unknown_op(void **state) {
+static void parse_nul_byte_is_bad_format_with_unknown_op(void **state)
+{
     (void)state;
     EXPECT_LIT("\0", BQ_PARSE_BAD_FORMAT, BQ_OP_UNKNOWN);
     EXPECT_LIT("delete 1\0", BQ_PARSE_BAD_FORMAT, BQ_OP_UNKNOWN);
@@ -252,7 +268,8 @@ static void parse_nul_byte_is_bad_format_with_unknown_op(void **state) {
     EXPECT_LIT("reserve-with-timeout 5\0", BQ_PARSE_BAD_FORMAT, BQ_OP_UNKNOWN);
 }
 
-static void parse_prefix_order_decides_the_command(void **state) {
+static void parse_prefix_order_decides_the_command(void **state)
+{
     static const struct {
         const char *line;
         bq_parse_status_t st;
@@ -298,7 +315,8 @@ static void parse_prefix_order_decides_the_command(void **state) {
 
 /* ---- argument-less commands ---- */
 
-static void parse_argumentless_commands_need_exact_length(void **state) {
+static void parse_argumentless_commands_need_exact_length(void **state)
+{
     static const struct {
         const char *name;
         bq_op_t op;
@@ -325,7 +343,8 @@ static void parse_argumentless_commands_need_exact_length(void **state) {
     }
 }
 
-static void parse_reserve_has_infinite_timeout(void **state) {
+static void parse_reserve_has_infinite_timeout(void **state)
+{
     bq_cmd_t c;
 
     (void)state;
@@ -335,7 +354,8 @@ static void parse_reserve_has_infinite_timeout(void **state) {
     assert_int_equal(c.timeout, -1);
 }
 
-static void parse_quit_ignores_the_rest_of_the_line(void **state) {
+static void parse_quit_ignores_the_rest_of_the_line(void **state)
+{
     (void)state;
     EXPECT_OK("quit", BQ_OP_QUIT);
     EXPECT_OK("quitxyz", BQ_OP_QUIT);
@@ -346,7 +366,8 @@ static void parse_quit_ignores_the_rest_of_the_line(void **state) {
 
 /* ---- put ---- */
 
-static void parse_put_reads_four_fields(void **state) {
+static void parse_put_reads_four_fields(void **state)
+{
     bq_cmd_t c;
 
     (void)state;
@@ -358,7 +379,8 @@ static void parse_put_reads_four_fields(void **state) {
     assert_false(c.put_trailing);
 }
 
-static void parse_put_accepts_extra_spaces(void **state) {
+static void parse_put_accepts_extra_spaces(void **state)
+{
     bq_cmd_t c;
 
     (void)state;
@@ -370,7 +392,8 @@ static void parse_put_accepts_extra_spaces(void **state) {
     assert_false(c.put_trailing);
 }
 
-static void parse_put_accepts_leading_zeros(void **state) {
+static void parse_put_accepts_leading_zeros(void **state)
+{
     bq_cmd_t c;
 
     (void)state;
@@ -380,7 +403,8 @@ static void parse_put_accepts_leading_zeros(void **state) {
     assert_int_equal(c.bytes, 1);
 }
 
-static void parse_put_keeps_zero_ttr(void **state) {
+static void parse_put_keeps_zero_ttr(void **state)
+{
     bq_cmd_t c;
 
     (void)state;
@@ -389,7 +413,8 @@ static void parse_put_keeps_zero_ttr(void **state) {
     assert_int_equal(c.bytes, 0);
 }
 
-static void parse_put_accepts_u32_limits(void **state) {
+static void parse_put_accepts_u32_limits(void **state)
+{
     bq_cmd_t c;
 
     (void)state;
@@ -400,7 +425,8 @@ static void parse_put_accepts_u32_limits(void **state) {
     assert_int_equal(c.bytes, UINT32_MAX);
 }
 
-static void parse_put_rejects_values_above_u32(void **state) {
+static void parse_put_rejects_values_above_u32(void **state)
+{
     (void)state;
     EXPECT_BAD("put 4294967296 0 10 1", BQ_OP_PUT);
     EXPECT_BAD("put 0 4294967296 10 1", BQ_OP_PUT);
@@ -410,7 +436,8 @@ static void parse_put_rejects_values_above_u32(void **state) {
     EXPECT_BAD("put 0 0 10 99999999999999999999999", BQ_OP_PUT);
 }
 
-static void parse_put_rejects_malformed_fields(void **state) {
+static void parse_put_rejects_malformed_fields(void **state)
+{
     static const char *const lines[] = {
         "put ",          "put 1",         "put 1 2",       "put 1 2 3",       "put 1 2 3 ",
         "put +1 0 10 1", "put -1 0 10 1", "put 1 -0 10 1", "put 0x10 0 10 1", "put 1 0 10 x",
@@ -422,7 +449,8 @@ static void parse_put_rejects_malformed_fields(void **state) {
         EXPECT_BAD(lines[i], BQ_OP_PUT);
 }
 
-static void parse_put_trailing_text_sets_flag(void **state) {
+static void parse_put_trailing_text_sets_flag(void **state)
+{
     static const char *const lines[] = {
         "put 0 0 0 1 ", "put 0 0 0 1x", "put 0 0 0 1 2", "put 0 0 0 1\t", "put 0 0 0 1.5",
     };
@@ -454,7 +482,8 @@ static const struct {
     {"stats-job ", BQ_OP_STATS_JOB},
 };
 
-static void parse_id_commands_read_u64(void **state) {
+static void parse_id_commands_read_u64(void **state)
+{
     static const struct {
         const char *arg;
         uint64_t id;
@@ -480,7 +509,8 @@ static void parse_id_commands_read_u64(void **state) {
     }
 }
 
-static void parse_id_commands_reject_malformed_ids(void **state) {
+static void parse_id_commands_reject_malformed_ids(void **state)
+{
     static const char *const bad[] = {
         "",
         " ",
@@ -508,7 +538,8 @@ static void parse_id_commands_reject_malformed_ids(void **state) {
     }
 }
 
-static void parse_reference_integer_examples(void **state) {
+static void parse_reference_integer_examples(void **state)
+{
     bq_cmd_t c;
 
     (void)state;
@@ -526,7 +557,8 @@ static void parse_reference_integer_examples(void **state) {
 
 /* ---- release and bury ---- */
 
-static void parse_release_reads_id_pri_delay(void **state) {
+static void parse_release_reads_id_pri_delay(void **state)
+{
     bq_cmd_t c;
 
     (void)state;
@@ -540,7 +572,8 @@ static void parse_release_reads_id_pri_delay(void **state) {
     assert_int_equal(c.delay, UINT32_MAX);
 }
 
-static void parse_release_rejects_malformed_lines(void **state) {
+static void parse_release_rejects_malformed_lines(void **state)
+{
     static const char *const lines[] = {
         "release ",
         "release 1",
@@ -563,7 +596,8 @@ static void parse_release_rejects_malformed_lines(void **state) {
         EXPECT_BAD(lines[i], BQ_OP_RELEASE);
 }
 
-static void parse_bury_reads_id_pri(void **state) {
+static void parse_bury_reads_id_pri(void **state)
+{
     bq_cmd_t c;
 
     (void)state;
@@ -575,7 +609,8 @@ static void parse_bury_reads_id_pri(void **state) {
     assert_int_equal(c.pri, UINT32_MAX);
 }
 
-static void parse_bury_rejects_malformed_lines(void **state) {
+static void parse_bury_rejects_malformed_lines(void **state)
+{
     static const char *const lines[] = {
         "bury ",      "bury 1",
         "bury 1 ",    "bury 1 2 ",
@@ -591,7 +626,8 @@ static void parse_bury_rejects_malformed_lines(void **state) {
 
 /* ---- reserve-with-timeout ---- */
 
-static void parse_reserve_with_timeout_reads_seconds(void **state) {
+static void parse_reserve_with_timeout_reads_seconds(void **state)
+{
     static const struct {
         const char *line;
         int32_t timeout;
@@ -611,7 +647,8 @@ static void parse_reserve_with_timeout_reads_seconds(void **state) {
     }
 }
 
-static void parse_reserve_with_timeout_rejects_bad_values(void **state) {
+static void parse_reserve_with_timeout_rejects_bad_values(void **state)
+{
     static const char *const lines[] = {
         "reserve-with-timeout ",           "reserve-with-timeout  ",
         "reserve-with-timeout -1",         "reserve-with-timeout abc",
@@ -628,7 +665,8 @@ static void parse_reserve_with_timeout_rejects_bad_values(void **state) {
 
 /* ---- kick ---- */
 
-static void parse_kick_follows_strtoul(void **state) {
+static void parse_kick_follows_strtoul(void **state)
+{
     static const struct {
         const char *line;
         uint32_t count;
@@ -661,7 +699,8 @@ static void parse_kick_follows_strtoul(void **state) {
     }
 }
 
-static void parse_kick_rejects_no_digits_and_overflow(void **state) {
+static void parse_kick_rejects_no_digits_and_overflow(void **state)
+{
     static const char *const lines[] = {
         "kick ",
         "kick  ",
@@ -698,7 +737,8 @@ static const struct {
     {"stats-tube ", BQ_OP_STATS_TUBE},
 };
 
-static void parse_name_commands_take_the_rest_of_the_line(void **state) {
+static void parse_name_commands_take_the_rest_of_the_line(void **state)
+{
     static const char *const ok[] = {
         "default", "foo-", "a+b/c;d.e$f_g(h)", "a", "0", "()", "$", "_x", "9-", "/;",
     };
@@ -716,7 +756,8 @@ static void parse_name_commands_take_the_rest_of_the_line(void **state) {
     }
 }
 
-static void parse_name_commands_reject_invalid_names(void **state) {
+static void parse_name_commands_reject_invalid_names(void **state)
+{
     static const char *const bad[] = {
         "",        " foo", "foo ", "foo bar", "-abc", "-",   "*",    "foo*", "a\tb", "\xc3\xa9",
         "foo\x7f", "a,b",  "a:b",  "a@b",     "[x]",  "{x}", "a\\b", "a'b",  "a\"b", "~",
@@ -733,7 +774,8 @@ static void parse_name_commands_reject_invalid_names(void **state) {
     EXPECT_BAD("use  foo", BQ_OP_USE);
 }
 
-static void parse_name_length_limit_is_200(void **state) {
+static void parse_name_length_limit_is_200(void **state)
+{
     char line[LINE_CAP];
     bq_cmd_t c;
 
@@ -749,7 +791,8 @@ static void parse_name_length_limit_is_200(void **state) {
     }
 }
 
-static void parse_name_accepts_every_allowed_char(void **state) {
+static void parse_name_accepts_every_allowed_char(void **state)
+{
     char line[LINE_CAP];
     bq_cmd_t c;
 
@@ -767,7 +810,8 @@ static void parse_name_accepts_every_allowed_char(void **state) {
     }
 }
 
-static void tube_name_valid_checks_every_byte(void **state) {
+static void tube_name_valid_checks_every_byte(void **state)
+{
     (void)state;
     for (int b = 0; b < 256; b++) {
         char ch = (char)b;
@@ -779,7 +823,8 @@ static void tube_name_valid_checks_every_byte(void **state) {
     }
 }
 
-static void tube_name_valid_checks_length_and_dash(void **state) {
+static void tube_name_valid_checks_length_and_dash(void **state)
+{
     char name[BQ_NAME_MAX + 2];
 
     (void)state;
@@ -798,7 +843,8 @@ static void tube_name_valid_checks_length_and_dash(void **state) {
 
 /* ---- pause-tube ---- */
 
-static void parse_pause_tube_reads_name_and_delay(void **state) {
+static void parse_pause_tube_reads_name_and_delay(void **state)
+{
     bq_cmd_t c;
 
     (void)state;
@@ -815,7 +861,8 @@ static void parse_pause_tube_reads_name_and_delay(void **state) {
     assert_int_equal(c.delay, UINT32_MAX);
 }
 
-static void parse_pause_tube_leaves_name_validation_to_the_engine(void **state) {
+static void parse_pause_tube_leaves_name_validation_to_the_engine(void **state)
+{
     char line[LINE_CAP];
     bq_cmd_t c;
 
@@ -828,7 +875,8 @@ static void parse_pause_tube_leaves_name_validation_to_the_engine(void **state) 
     assert_int_equal(c.delay, 5);
 }
 
-static void parse_pause_tube_longest_command(void **state) {
+static void parse_pause_tube_longest_command(void **state)
+{
     char line[LINE_CAP];
     bq_cmd_t c;
 
@@ -840,7 +888,8 @@ static void parse_pause_tube_longest_command(void **state) {
     assert_int_equal(c.delay, UINT32_MAX);
 }
 
-static void parse_pause_tube_rejects_malformed_lines(void **state) {
+static void parse_pause_tube_rejects_malformed_lines(void **state)
+{
     static const char *const lines[] = {
         "pause-tube",
         "pause-tube ",
@@ -867,7 +916,8 @@ static void parse_pause_tube_rejects_malformed_lines(void **state) {
 
 /* ---- output contract ---- */
 
-static void parse_overwrites_every_field(void **state) {
+static void parse_overwrites_every_field(void **state)
+{
     static const char *const lines[] = {
         "delete 5", "reserve", "reserve ", "foo", "put 1 2 3 4 x", "use a", "kick x",
     };
@@ -896,7 +946,8 @@ static void parse_overwrites_every_field(void **state) {
     }
 }
 
-static void parse_never_reads_past_len(void **state) {
+static void parse_never_reads_past_len(void **state)
+{
     /* Each line is parsed with only its first len bytes; the byte after them
      * would change the result if it were read. */
     static const char buf[] = "delete 123";
@@ -931,7 +982,8 @@ static void parse_never_reads_past_len(void **state) {
     assert_int_equal(bq_parse_command(buf, 6, &c), BQ_PARSE_UNKNOWN);
 }
 
-static void op_name_gives_protocol_names(void **state) {
+static void op_name_gives_protocol_names(void **state)
+{
     static const char *const names[BQ_OP_COUNT] = {
         "unknown",
         "put",
@@ -1001,7 +1053,8 @@ static const char *const valid_lines[] = {
     "pause-tubedefault 1",
 };
 
-static void parse_every_op_has_a_valid_line(void **state) {
+static void parse_every_op_has_a_valid_line(void **state)
+{
     bool seen[BQ_OP_COUNT] = {false};
 
     (void)state;
@@ -1018,7 +1071,8 @@ static void parse_every_op_has_a_valid_line(void **state) {
 
 /* ---- independent model over libc, for differential tests ---- */
 
-static bool model_uint(const char **pp, uintmax_t max, uintmax_t *out) {
+static bool model_uint(const char **pp, uintmax_t max, uintmax_t *out)
+{
     const char *p = *pp;
     char *e;
     uintmax_t v;
@@ -1036,7 +1090,8 @@ static bool model_uint(const char **pp, uintmax_t max, uintmax_t *out) {
     return true;
 }
 
-static bool model_u32(const char **pp, uint32_t *out) {
+static bool model_u32(const char **pp, uint32_t *out)
+{
     uintmax_t v;
 
     if (!model_uint(pp, UINT32_MAX, &v))
@@ -1045,7 +1100,8 @@ static bool model_u32(const char **pp, uint32_t *out) {
     return true;
 }
 
-static bool model_u64(const char **pp, uint64_t *out) {
+static bool model_u64(const char **pp, uint64_t *out)
+{
     uintmax_t v;
 
     if (!model_uint(pp, UINT64_MAX, &v))
@@ -1054,13 +1110,15 @@ static bool model_u64(const char **pp, uint64_t *out) {
     return true;
 }
 
-static bool model_name_valid(const char *s) {
+static bool model_name_valid(const char *s)
+{
     size_t n = strlen(s);
 
     return n > 0 && n <= 200 && strspn(s, name_chars) == n && s[0] != '-';
 }
 
-static bool model_args(bq_op_t op, const char *p, bq_cmd_t *c) {
+static bool model_args(bq_op_t op, const char *p, bq_cmd_t *c)
+{
     uint32_t t;
     unsigned long k;
     char *e;
@@ -1118,7 +1176,8 @@ static bool model_args(bq_op_t op, const char *p, bq_cmd_t *c) {
 }
 
 /* Parses the NUL-terminated copy s of a len-byte line. */
-static result_t model_parse(const char *s, size_t len) {
+static result_t model_parse(const char *s, size_t len)
+{
     static const struct {
         const char *name;
         bq_op_t op;
@@ -1178,7 +1237,8 @@ static result_t model_parse(const char *s, size_t len) {
     return r;
 }
 
-static void expect_same_as_model(const char *line, size_t len, int at) {
+static void expect_same_as_model(const char *line, size_t len, int at)
+{
     char copy[LINE_CAP + 1];
     result_t want, got;
 
@@ -1193,12 +1253,14 @@ static void expect_same_as_model(const char *line, size_t len, int at) {
     }
 }
 
-static void skip_unless_64bit_long(void) {
+static void skip_unless_64bit_long(void)
+{
     if (sizeof(unsigned long) != sizeof(uint64_t))
         skip(); /* the model's strtoul must be the 64-bit one beanstalkd runs with */
 }
 
-static void parse_every_prefix_of_a_valid_line_matches_the_model(void **state) {
+static void parse_every_prefix_of_a_valid_line_matches_the_model(void **state)
+{
     (void)state;
     skip_unless_64bit_long();
     for (size_t i = 0; i < sizeof(valid_lines) / sizeof(valid_lines[0]); i++) {
@@ -1209,14 +1271,16 @@ static void parse_every_prefix_of_a_valid_line_matches_the_model(void **state) {
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15u;
 
-static uint32_t rng(void) {
+static uint32_t rng(void)
+{
     rng_state ^= rng_state << 13;
     rng_state ^= rng_state >> 7;
     rng_state ^= rng_state << 17;
     return (uint32_t)(rng_state >> 32);
 }
 
-static void parse_generated_lines_match_the_model(void **state) {
+static void parse_generated_lines_match_the_model(void **state)
+{
     static const char *const commands[] = {
         "put ",
         "peek ",
@@ -1312,7 +1376,8 @@ static void parse_generated_lines_match_the_model(void **state) {
     }
 }
 
-int main(void) {
+int main(void)
+{
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(parse_empty_line_is_unknown),
         cmocka_unit_test(parse_commands_are_case_sensitive),

@@ -88,8 +88,8 @@ static void check_entries(const harness_t *h)
 
 /* Asserts a logged status: state, priority, delay, then the counters. */
 static void expect_status(const Bq__Log__JobStatus *s, int state, uint32_t pri, uint32_t delay,
-                          uint32_t reserves, uint32_t timeouts, uint32_t releases,
-                          uint32_t buries, uint32_t kicks)
+                          uint32_t reserves, uint32_t timeouts, uint32_t releases, uint32_t buries,
+                          uint32_t kicks)
 {
     assert_non_null(s);
     assert_int_equal(s->state, state);
@@ -128,8 +128,7 @@ static blob_t pack_rec(const rec_t *r)
     return b;
 }
 
-static blob_t full_blob_st(uint64_t id, const char *tube, const char *body,
-                           Bq__Log__JobStatus *st)
+static blob_t full_blob_st(uint64_t id, const char *tube, const char *body, Bq__Log__JobStatus *st)
 {
     Bq__Log__JobFull f = BQ__LOG__JOB_FULL__INIT;
     f.id = id;
@@ -226,8 +225,7 @@ static blob_t raw_blob(const void *p, size_t n)
 
 /* Applies b (then frees it) from segment `file`; asserts the result and the
  * engine's invariants. */
-static void apply_at(harness_t *h, blob_t b, uint32_t file, int expect, const char *where,
-                     int line)
+static void apply_at(harness_t *h, blob_t b, uint32_t file, int expect, const char *where, int line)
 {
     size_t logged = h->log ? h->log->n : 0;
     int rc = bq_engine_apply(h->e, b.data, b.len, file, h->now);
@@ -370,7 +368,7 @@ static void record_delete_in_every_state(void **state)
     harness_t *h = h_new_logged(0);
     int a = h_open(h);
     h->log->file = 4;
-    h_put(h, a, 1, 0, 10, "ready");   /* 1 */
+    h_put(h, a, 1, 0, 10, "ready");    /* 1 */
     h_put(h, a, 2, 0, 10, "reserved"); /* 2 */
     h_put(h, a, 3, 50, 10, "delayed"); /* 3 */
     h->log->file = 7;
@@ -539,10 +537,10 @@ static void record_nothing_for_changes_that_are_not_durable(void **state)
     (void)state;
     harness_t *h = h_new_logged(0);
     int a = h_open(h), b = h_open(h);
-    h_put(h, a, 5, 0, 2, "one");  /* 1, ttr 2 */
-    h_put(h, a, 6, 0, 10, "two"); /* 2 */
+    h_put(h, a, 5, 0, 2, "one");    /* 1, ttr 2 */
+    h_put(h, a, 6, 0, 10, "two");   /* 2 */
     h_put(h, a, 7, 3, 10, "three"); /* 3, delayed 3 s */
-    h_put(h, a, 8, 0, 10, "four"); /* 4 */
+    h_put(h, a, 8, 0, 10, "four");  /* 4 */
     h_cmd(h, a, "reserve-job 4\r\n", h_job_reply("RESERVED", 4, "four"));
     h_cmd(h, a, "bury 4 8\r\n", "BURIED\r\n");
     size_t n = h->log->n;
@@ -591,7 +589,7 @@ static void refused_at(harness_t *h, int c, const char *cmd, const char *reply, 
     free(before);
     free(after);
 }
-#define refused(h, c, cmd, reply, flags)                                                          \
+#define refused(h, c, cmd, reply, flags)                                                           \
     refused_at((h), (c), (cmd), (reply), (flags), __FILE__, __LINE__)
 
 static void refused_room_put(void **state)
@@ -769,9 +767,9 @@ static void scenario(harness_t *h, int a, int b)
     h_put(h, a, 0, 0, 5, "eleven"); /* 11: deleted */
     h_cmd(h, a, "delete 11\r\n", "DELETED\r\n");
     h_cmd(h, a, "use t3\r\n", "USING t3\r\n");
-    h_put(h, a, 3, 0, 30, "twelve");      /* 12: ready */
-    h_put(h, a, 2, 50, 30, "thirteen");   /* 13: delayed, kicked */
-    h_put(h, a, 2, 70, 30, "fourteen");   /* 14: delayed */
+    h_put(h, a, 3, 0, 30, "twelve");    /* 12: ready */
+    h_put(h, a, 2, 50, 30, "thirteen"); /* 13: delayed, kicked */
+    h_put(h, a, 2, 70, 30, "fourteen"); /* 14: delayed */
     h_cmd(h, a, "kick 1\r\n", "KICKED 1\r\n");
     h_cmd(h, a, "pause-tube t3 5\r\n", "PAUSED\r\n");
     h_advance(h, H_S(6)); /* the pause of t3 ends */
@@ -1015,15 +1013,15 @@ static void apply_refuses_garbage(void **state)
         const char *bytes;
         size_t len;
     } bad[] = {
-        {"", 0},                          /* no kind */
-        {"\x08", 1},                      /* a varint without its value */
-        {"\x0a\x05\x08\x01", 4},          /* a message longer than the data */
-        {"\x0f", 1},                      /* wire type 7 */
+        {"", 0},                 /* no kind */
+        {"\x08", 1},             /* a varint without its value */
+        {"\x0a\x05\x08\x01", 4}, /* a message longer than the data */
+        {"\x0f", 1},             /* wire type 7 */
         {"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff", 11},
-        {"\x0a\x02\x08", 3},              /* truncated inside a full record */
-        {"\x32\x02\x08\x01", 4},          /* a kind this version does not know */
-        {"\xa0\x06\x2a", 3},              /* only an unknown field */
-        {"\x2a\x00\x2a\x00", 4},          /* two empty id records are fine... */
+        {"\x0a\x02\x08", 3},     /* truncated inside a full record */
+        {"\x32\x02\x08\x01", 4}, /* a kind this version does not know */
+        {"\xa0\x06\x2a", 3},     /* only an unknown field */
+        {"\x2a\x00\x2a\x00", 4}, /* two empty id records are fine... */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0] - 1; i++)
         apply_bad(h, raw_blob(bad[i].bytes, bad[i].len));
@@ -1060,10 +1058,10 @@ static void apply_refuses_nonsense_records(void **state)
     longname[200] = '\0';
     apply_ok(h, full_blob(9, longname, READY, 1, "x"), 1); /* 200 is the limit */
     Bq__Log__JobStatus st = BQ__LOG__JOB_STATUS__INIT;
-    apply_bad(h, full_blob_st(10, "q", "x", &st)); /* state 0 */
+    apply_bad(h, full_blob_st(10, "q", "x", &st));  /* state 0 */
     apply_bad(h, full_blob_st(10, "q", "x", NULL)); /* no status */
     st.state = 4;
-    apply_bad(h, full_blob_st(10, "q", "x", &st)); /* not a state */
+    apply_bad(h, full_blob_st(10, "q", "x", &st));  /* not a state */
     apply_bad(h, full_blob(0, "q", READY, 1, "x")); /* id 0 */
     st.state = 0;
     apply_bad(h, update_blob(1, &st));
@@ -1169,7 +1167,7 @@ static void apply_full_replaces_an_existing_job(void **state)
     assert_int_equal(j->file, 4);
     assert_memory_equal(j->body, "second body\r\n", 13);
     assert_int_equal(h->e->buried_ct, 0);
-    assert_null(bq__tube_find(h->e, "old", 3)); /* nothing keeps it */
+    assert_null(bq__tube_find(h->e, "old", 3));                      /* nothing keeps it */
     assert_int_equal(bq_engine_live_log_bytes(h->e), bytes + 6 + 5); /* body and name */
     assert_true(h_wall_of(h, j->key) == H_WALL0 + H_S(60));
     /* the id counter moves past applied ids */

@@ -40,7 +40,7 @@ static void test_source_competes_with_itself(void **state)
     (void)state;
     bq_admit_limits_t lim = {16, 2};
     bq_admit_entry_t open[] = {
-        entry("x", BQ_ADMIT_IDLE, 5), entry("a", BQ_ADMIT_NEW, 1), entry("x", BQ_ADMIT_NEW, 3),
+        entry("x", BQ_ADMIT_IDLE, 5), entry("a", BQ_ADMIT_NEW, 1),     entry("x", BQ_ADMIT_NEW, 3),
         entry("x", BQ_ADMIT_BUSY, 0), entry("x", BQ_ADMIT_TRUSTED, 0),
     };
     bq_admit_decision_t d = bq_admit_decide(open, 5, "x", &lim);

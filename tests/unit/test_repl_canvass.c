@@ -64,8 +64,8 @@ typedef struct conn {
 
 struct fake {
     struct world *w;
-    char name[24];     /* its node id: v0, v1, ... */
-    const char *cert;  /* the certificate it presents (its name unless an impostor) */
+    char name[24];    /* its node id: v0, v1, ... */
+    const char *cert; /* the certificate it presents (its name unless an impostor) */
     behaviour_t behaviour;
     bool grant;
     uv_tcp_t listener;
@@ -509,17 +509,15 @@ static void mixed_round(world_t *w, bool tls)
     /* The lines: one per voter that gave no vote (the wrong node's too),
      * none for an answer, and the wrong node's name. */
     run_until(w, five_no_votes, DEADLINE_MS, "every voter without a vote reported");
-    static const char *const none[] = {"peer=v0 ", "peer=v2 ", "peer=v3 ", "peer=v5 ",
-                                       "peer=v6 "};
+    static const char *const none[] = {"peer=v0 ", "peer=v2 ", "peer=v3 ", "peer=v5 ", "peer=v6 "};
     for (size_t i = 0; i < 5; i++) {
         assert_int_equal(logged_count("replication: no vote from peer", none[i]), 1);
     }
     assert_int_equal(logged_count("replication: no vote from peer",
                                   "peer=v3 why=\"no answer within the deadline\""),
                      1);
-    assert_int_equal(logged_count("replication: vote reply from the wrong node",
-                                  "peer=v2 node_id=intruder"),
-                     1);
+    assert_int_equal(
+        logged_count("replication: vote reply from the wrong node", "peer=v2 node_id=intruder"), 1);
     for (int i = 0; i < nlogged; i++) {
         bool wrong = !strcmp(logged[i].msg, "replication: vote reply from the wrong node");
         assert_int_equal(logged[i].level, wrong ? BQ_REPORT_WARN : BQ_REPORT_DEBUG);

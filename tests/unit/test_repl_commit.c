@@ -449,7 +449,7 @@ static void test_self_durable_wanted(void **state)
     bq_commit_logged(&c, 20);
     ack(&c, 0, 20, 5);
     assert_int_equal(bq_commit_update(&c, 20, 6), 10); /* the primary's fsync */
-    assert_int_equal(c.held_since, -1); /* not held by the standbys */
+    assert_int_equal(c.held_since, -1);                /* not held by the standbys */
     bq_commit_self_durable(&c, 20);
     assert_int_equal(bq_commit_update(&c, 20, 7), 20);
     /* Without self_counts the primary's fsync is never waited for here. */

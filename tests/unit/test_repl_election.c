@@ -340,8 +340,7 @@ static void test_higher_epoch_steps_down(void **state)
     /* A candidate, on a refusal of a higher epoch. */
     bq_el_init(&e, &c, 2, -1, 1, 0);
     assert_int_equal(bq_el_campaign(&e, 0), BQ_EL_PERSIST | BQ_EL_REQUEST);
-    assert_int_equal(bq_el_on_reply(&e, 1, 1, &rep, pos(2, 0)),
-                     BQ_EL_PERSIST | BQ_EL_STEP_DOWN);
+    assert_int_equal(bq_el_on_reply(&e, 1, 1, &rep, pos(2, 0)), BQ_EL_PERSIST | BQ_EL_STEP_DOWN);
     assert_int_equal(e.epoch, 9);
     assert_int_equal(e.voted_for, -1);
     assert_int_equal(e.role, BQ_EL_FOLLOWER);
@@ -363,8 +362,7 @@ static void test_higher_epoch_steps_down(void **state)
     assert_false(accept);
     assert_int_equal(e.primary, 2);
     /* A candidate, on the primary of its own epoch. */
-    assert_int_equal(bq_el_campaign(&e, 20 * T), BQ_EL_PERSIST | BQ_EL_REQUEST |
-                     BQ_EL_NEW_PRIMARY);
+    assert_int_equal(bq_el_campaign(&e, 20 * T), BQ_EL_PERSIST | BQ_EL_REQUEST | BQ_EL_NEW_PRIMARY);
     assert_int_equal(bq_el_on_primary(&e, 20 * T + 1, 1, 6, &accept),
                      BQ_EL_STEP_DOWN | BQ_EL_NEW_PRIMARY);
     assert_int_equal(e.voted_for, 0);
@@ -807,10 +805,10 @@ static void test_bad_indices(void **state)
 #define SIM_MAXN 5
 #define SIM_QMAX 4096
 #define SIM_EPOCHS 8192
-#define SIM_HB (T / 4)       /* heartbeat interval */
-#define SIM_CALM (20 * T)    /* a calm phase: no faults */
+#define SIM_HB (T / 4)    /* heartbeat interval */
+#define SIM_CALM (20 * T) /* a calm phase: no faults */
 #ifndef SIM_SEEDS
-#define SIM_SEEDS 200        /* raise it (-DSIM_SEEDS=) for a longer run */
+#define SIM_SEEDS 200 /* raise it (-DSIM_SEEDS=) for a longer run */
 #endif
 
 typedef enum { M_REQ, M_REPLY, M_APPEND, M_ACK } mkind_t;
@@ -830,9 +828,9 @@ typedef struct msg {
 typedef struct node {
     bq_election_t e;
     bq_el_pos_t mine;
-    bq_el_pos_t commit;             /* as primary */
-    bq_el_pos_t acked[SIM_MAXN];    /* as primary, in its epoch */
-    uint64_t d_epoch;               /* the durable copy */
+    bq_el_pos_t commit;          /* as primary */
+    bq_el_pos_t acked[SIM_MAXN]; /* as primary, in its epoch */
+    uint64_t d_epoch;            /* the durable copy */
     int d_voted;
     bool up;
     int64_t down_until, paused_until, next_hb;
@@ -840,7 +838,7 @@ typedef struct node {
 
 typedef struct sim {
     size_t n;
-    bool witness;       /* node 2 is a witness (n == 3) */
+    bool witness; /* node 2 is a witness (n == 3) */
     bq_el_config_t cfg[SIM_MAXN];
     node_t nd[SIM_MAXN];
     msg_t q[SIM_QMAX];
@@ -1196,7 +1194,7 @@ static void advance(sim_t *s)
             next = s->q[k].at;
     for (size_t i = 0; i < s->n; i++) {
         const node_t *d = &s->nd[i];
-        int64_t t = !d->up ? d->down_until
+        int64_t t = !d->up                     ? d->down_until
                     : d->paused_until > s->now ? d->paused_until
                                                : bq_el_next_deadline(&d->e);
         if (t < next)
@@ -1209,8 +1207,7 @@ static void advance(sim_t *s)
     s->now = next > s->now ? next : s->now + 1;
 }
 
-static void simulate(size_t n, bool witness, uint64_t seed, int steps, size_t *leads,
-                     size_t *calms)
+static void simulate(size_t n, bool witness, uint64_t seed, int steps, size_t *leads, size_t *calms)
 {
     sim_t *s = calloc(1, sizeof(*s));
 

@@ -40,8 +40,8 @@ static void add_frame(stream_t *s, uint64_t lsn, uint64_t epoch, uint32_t plen)
 }
 
 /* bq_follow_frames on an exact-size heap copy of data[0..len). */
-static bq_follow_status_t frames(bq_follow_t *f, const uint8_t *data, size_t len,
-                                 uint64_t *last, uint64_t *bad)
+static bq_follow_status_t frames(bq_follow_t *f, const uint8_t *data, size_t len, uint64_t *last,
+                                 uint64_t *bad)
 {
     uint8_t *copy = malloc(len ? len : 1);
     assert_non_null(copy);
@@ -138,11 +138,11 @@ static void test_bad_welcomes(void **state)
     memset(&f, 0x5A, sizeof(f));
     before = f;
     Bq__Repl__Welcome bad[] = {
-        welcome(BQ__REPL__START__RESUME, 3, 12),           /* not last + 1 */
-        welcome(BQ__REPL__START__RESUME, 3, 10),           /* not last + 1 */
-        welcome(BQ__REPL__START__RESUME, 1, 11),           /* primary epoch below ours */
-        welcome(BQ__REPL__START__RESYNC, 3, 0),            /* LSNs start at 1 */
-        welcome(BQ__REPL__START__RESYNC, 1, 5),            /* primary epoch below ours */
+        welcome(BQ__REPL__START__RESUME, 3, 12),            /* not last + 1 */
+        welcome(BQ__REPL__START__RESUME, 3, 10),            /* not last + 1 */
+        welcome(BQ__REPL__START__RESUME, 1, 11),            /* primary epoch below ours */
+        welcome(BQ__REPL__START__RESYNC, 3, 0),             /* LSNs start at 1 */
+        welcome(BQ__REPL__START__RESYNC, 1, 5),             /* primary epoch below ours */
         welcome(BQ__REPL__START__START_UNSPECIFIED, 3, 11), /* no start */
         welcome((Bq__Repl__Start)3, 3, 11),                 /* unknown start */
     };

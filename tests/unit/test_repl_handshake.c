@@ -63,8 +63,7 @@ static void assert_refused(const bq_hs_decision_t *d, Bq__Repl__RefuseReason rea
     assert_null(strchr(d->detail, '\n'));
 }
 
-static void assert_start(const bq_hs_decision_t *d, bq_hs_action_t action, uint64_t lsn,
-                         size_t seg)
+static void assert_start(const bq_hs_decision_t *d, bq_hs_action_t action, uint64_t lsn, size_t seg)
 {
     assert_int_equal(d->action, action);
     assert_int_equal(d->start_lsn, lsn);
@@ -223,10 +222,8 @@ static void test_resume_at_boundaries(void **state)
         {1, 9, 10, 0},  /* the last frame of segment 0 follows */
         {1, 10, 11, 1}, /* segment 0's last frame: resume at segment 1 */
         {2, 11, 12, 1}, /* segment 1's first frame */
-        {2, 15, 16, 1},
-        {2, 20, 21, 2},
-        {3, 29, 30, 2},
-        {3, 30, 31, 2}, /* the primary's last frame: nothing to send yet */
+        {2, 15, 16, 1}, {2, 20, 21, 2},
+        {3, 29, 30, 2}, {3, 30, 31, 2}, /* the primary's last frame: nothing to send yet */
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         Bq__Repl__Hello h = hello("n2", cases[i].epoch, cases[i].lsn);

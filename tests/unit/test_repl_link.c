@@ -27,7 +27,6 @@
 
 #define DEADLINE_MS 10000
 
-
 typedef struct side {
     bq_link_t *link;
     int opened, closed, writable;
@@ -189,9 +188,8 @@ static void on_connection(uv_stream_t *listener, int status)
     world_t *w = listener->data;
     assert_int_equal(status, 0);
     assert_null(w->server.link); /* one link per test */
-    assert_int_equal(bq_link_accept(&w->loop, listener, &w->scfg, &callbacks, &w->server,
-                                    &w->server.link),
-                     0);
+    assert_int_equal(
+        bq_link_accept(&w->loop, listener, &w->scfg, &callbacks, &w->server, &w->server.link), 0);
 }
 
 /* A loop, a listener on 127.0.0.1:0 and TLS configurations: the server is

@@ -43,8 +43,8 @@ typedef struct end {
     char why[600];
     uint8_t *got; /* plaintext received */
     size_t got_len, got_cap;
-    bool keep_on_error;               /* on_error leaves the stream open (the test closes it) */
-    bool close_on_data;               /* on_data closes (abort) at once */
+    bool keep_on_error;                 /* on_error leaves the stream open (the test closes it) */
+    bool close_on_data;                 /* on_data closes (abort) at once */
     bq_stream_close_how_t on_error_how; /* how on_error closes */
 } end_t;
 
@@ -405,7 +405,7 @@ static void paused_reader_partial_writes_and_drain(void **state)
         write_pattern(W->client.s, at, CHUNK);
     assert_true(bq_stream_queued(W->client.s) >= HIGH);
     sleep_ms(200);
-    assert_true(bq_stream_queued(W->client.s) > HIGH); /* the kernel holds far less */
+    assert_true(bq_stream_queued(W->client.s) > HIGH);          /* the kernel holds far less */
     assert_true(bq_stream_queued(W->client.s) < BIG + BIG / 8); /* some left already */
     assert_int_equal(W->client.drained, 0);
     assert_int_equal(W->server.got_len, 0);
@@ -618,7 +618,7 @@ static void connect_refused(void **state)
 #define BOTH(name)                                                                                 \
     {#name " (plaintext)", name, setup_plain, teardown, NULL},                                     \
     {                                                                                              \
-        #name " (TLS)", name, setup_tls, teardown, NULL                                            \
+#name " (TLS)", name, setup_tls, teardown, NULL                                            \
     }
 
 int main(void)

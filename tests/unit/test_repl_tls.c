@@ -26,7 +26,6 @@
 #include "replication/tls.h"
 #include "tls_certs.h"
 
-
 /* ---- certificates ---------------------------------------------------- */
 
 static void add_ext(X509 *cert, X509 *issuer, int nid, const char *value)
@@ -83,8 +82,7 @@ static void write_pem(const char *name, const char *ext, X509 *cert, EVP_PKEY *k
 
 /* Writes dir/<file>.pem and .key for subject CN cn and subjectAltName san
  * ("": none), signed by ca (NULL: a CA). */
-static void issue_as(const char *file, const char *cn, const char *san, X509 *ca,
-                     EVP_PKEY *ca_key)
+static void issue_as(const char *file, const char *cn, const char *san, X509 *ca, EVP_PKEY *ca_key)
 {
     EVP_PKEY *key = EVP_EC_gen("P-256");
     assert_non_null(key);
@@ -97,8 +95,7 @@ static void issue_as(const char *file, const char *cn, const char *san, X509 *ca
 
 /* Writes dir/<name>.pem and .key, with subjectAltName DNS:<name>, signed by
  * ca (NULL: dir/<name>.pem is a CA). */
-static void issue(const char *name, X509 *ca, EVP_PKEY *ca_key, X509 **cert_out,
-                  EVP_PKEY **key_out)
+static void issue(const char *name, X509 *ca, EVP_PKEY *ca_key, X509 **cert_out, EVP_PKEY **key_out)
 {
     char san[128];
     snprintf(san, sizeof san, "DNS:%s", name);
@@ -126,7 +123,7 @@ static int setup_certs(void **state)
         X509_free(leaf);
         EVP_PKEY_free(key);
     }
-    issue_as("cnonly", "beta", "", ca, ca_key);        /* the name only in the CN */
+    issue_as("cnonly", "beta", "", ca, ca_key);         /* the name only in the CN */
     issue_as("wild", "wild", "DNS:*.node", ca, ca_key); /* a wildcard */
     issue("rogue", other, other_key, &leaf, &key);
     X509_free(leaf);
@@ -374,13 +371,15 @@ static void test_no_client_certificate(void **state)
 static void test_plaintext_to_server(void **state)
 {
     (void)state;
-#define INPUT(s) {s, sizeof s - 1}
+#define INPUT(s)                                                                                   \
+    {                                                                                              \
+        s, sizeof s - 1                                                                            \
+    }
     static const struct {
         const char *data;
         size_t len;
     } inputs[] = {
-        INPUT("put 0 0 10 5\r\nhello\r\n"),
-        INPUT("GET / HTTP/1.1\r\nHost: x\r\n\r\n"),
+        INPUT("put 0 0 10 5\r\nhello\r\n"), INPUT("GET / HTTP/1.1\r\nHost: x\r\n\r\n"),
         INPUT("\x16\x03\x01\xff\xff garbage that claims to be a huge handshake record"),
         INPUT("\x17\x03\x03\x00\x05hello"), /* application data before any handshake */
     };

@@ -281,8 +281,7 @@ static void round_trip_of_every_message_type(void **state)
 
         size_t used = 0;
         Bq__Repl__Message *got = NULL;
-        assert_int_equal(decode_once(BQ_WIRE_MAX_DEFAULT, buf, len, &used, &got),
-                         BQ_WIRE_MESSAGE);
+        assert_int_equal(decode_once(BQ_WIRE_MAX_DEFAULT, buf, len, &used, &got), BQ_WIRE_MESSAGE);
         assert_int_equal(used, len);
         assert_same(got, want);
         assert_string_equal(bq_wire_body_name(got), type_names[t - 1]);
@@ -404,8 +403,7 @@ static void message_after_a_partial_one_in_the_same_buffer(void **state)
     sample_t s;
     assert_same(m, sample(&s, 1));
     bq_wire_free(m);
-    assert_int_equal(bq_wire_decode(&d, buf + ends[0], len - ends[0], &used, &m),
-                     BQ_WIRE_MESSAGE);
+    assert_int_equal(bq_wire_decode(&d, buf + ends[0], len - ends[0], &used, &m), BQ_WIRE_MESSAGE);
     assert_int_equal(used, ends[1] - ends[0]);
     assert_same(m, sample(&s, 2));
     bq_wire_free(m);
@@ -506,13 +504,13 @@ static void garbage_payload_is_bad(void **state)
         const char *bytes;
         size_t len;
     } cases[] = {
-        {"\xff\xff\xff\xff\xff", 5},         /* a key that is an endless varint */
-        {"\x08\x80\x80", 3},                 /* a varint cut short */
-        {"\x2a\x10\x0a\x02xx", 6},           /* frames longer than the message */
-        {"\x0f\x01", 2},                     /* wire type 7 */
-        {"\x2a\x03\x0a\x05x", 5},            /* data longer than frames */
-        {"\x0a\x02\x12\x80", 4},             /* hello with a cut string */
-        {"\x1a\x02\x08\x80", 4},             /* refuse with a cut varint */
+        {"\xff\xff\xff\xff\xff", 5}, /* a key that is an endless varint */
+        {"\x08\x80\x80", 3},         /* a varint cut short */
+        {"\x2a\x10\x0a\x02xx", 6},   /* frames longer than the message */
+        {"\x0f\x01", 2},             /* wire type 7 */
+        {"\x2a\x03\x0a\x05x", 5},    /* data longer than frames */
+        {"\x0a\x02\x12\x80", 4},     /* hello with a cut string */
+        {"\x1a\x02\x08\x80", 4},     /* refuse with a cut varint */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         uint8_t buf[32];
@@ -568,8 +566,8 @@ static void invalid_field_numbers_are_bad(void **state)
         const char *bytes;
         size_t len;
     } cases[] = {
-        {"\x32\x02\x08\x05\x80\x00\x01", 7},                 /* field 0 next to ack */
-        {"\x32\x05\x08\x05\x80\x00\x01", 7},                 /* field 0 in ack */
+        {"\x32\x02\x08\x05\x80\x00\x01", 7},              /* field 0 next to ack */
+        {"\x32\x05\x08\x05\x80\x00\x01", 7},              /* field 0 in ack */
         {"\x32\x02\x08\x05\x80\x80\x80\x80\x10\x01", 10}, /* field 2^29 */
         {"\x32\x08\x08\x05\x80\x80\x80\x80\x10\x01", 10}, /* the same in ack */
     };
@@ -793,8 +791,7 @@ static size_t binlog_frames(uint8_t *out)
     size_t at = 0;
     for (int i = 0; i < 2; i++) {
         size_t n = bq__log__record__pack(&recs[i], out + at + BQ_FRAME_HEADER);
-        bq_frame_header(out + at, 101 + (uint64_t)i, 3, out + at + BQ_FRAME_HEADER,
-                        (uint32_t)n);
+        bq_frame_header(out + at, 101 + (uint64_t)i, 3, out + at + BQ_FRAME_HEADER, (uint32_t)n);
         at += BQ_FRAME_HEADER + n;
     }
     return at;

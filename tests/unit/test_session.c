@@ -65,8 +65,8 @@ static run_result_t run_chunks(const char *data, size_t len, uint32_t max_job_si
 static void assert_same_run(const run_result_t *a, const run_result_t *b, const char *how,
                             size_t at)
 {
-    if (a->out_len != b->out_len || memcmp(a->out, b->out, a->out_len) != 0 ||
-        a->left != b->left || a->quit != b->quit || a->blocked != b->blocked)
+    if (a->out_len != b->out_len || memcmp(a->out, b->out, a->out_len) != 0 || a->left != b->left ||
+        a->quit != b->quit || a->blocked != b->blocked)
         fail_msg("%s at %zu: output \"%s\" (left %zu) differs from whole feed \"%s\" (left %zu)",
                  how, at, b->out, b->left, a->out, a->left);
 }
@@ -238,8 +238,7 @@ static void session_expected_crlf_leftover_is_the_next_command(void **state)
     check_text("put 1 0 10 1\r\nabc\r\n", 0, "EXPECTED_CRLF\r\nUNKNOWN_COMMAND\r\n");
     check_text("put 0 0 10 2\r\nxxxxlist-tube-used\r\n", 0, "EXPECTED_CRLF\r\nUSING default\r\n");
     /* the id was used: the next put gets 2 */
-    check_text("put 0 0 10 1\r\nabcput 0 0 10 1\r\nb\r\n", 0,
-               "EXPECTED_CRLF\r\nINSERTED 2\r\n");
+    check_text("put 0 0 10 1\r\nabcput 0 0 10 1\r\nb\r\n", 0, "EXPECTED_CRLF\r\nINSERTED 2\r\n");
 }
 
 static void session_bad_format_put_leaves_the_body(void **state)
@@ -247,8 +246,7 @@ static void session_bad_format_put_leaves_the_body(void **state)
     (void)state;
     check_text("put +1 0 10 1\r\nx\r\n", 0, "BAD_FORMAT\r\nUNKNOWN_COMMAND\r\n");
     check_text("put 0 0 10 14 x\r\nlist-tube-used\r\n", 0, "BAD_FORMAT\r\nUSING default\r\n");
-    check_text("put 0 0 10 4294967296\r\nlist-tube-used\r\n", 0,
-               "BAD_FORMAT\r\nUSING default\r\n");
+    check_text("put 0 0 10 4294967296\r\nlist-tube-used\r\n", 0, "BAD_FORMAT\r\nUSING default\r\n");
 }
 
 static void session_quit_stops_consumption(void **state)
@@ -274,8 +272,7 @@ static void session_nul_bytes(void **state)
 static void session_reserve_with_timeout_zero_then_more(void **state)
 {
     (void)state;
-    check_text("reserve-with-timeout 0\r\nlist-tube-used\r\n", 0,
-               "TIMED_OUT\r\nUSING default\r\n");
+    check_text("reserve-with-timeout 0\r\nlist-tube-used\r\n", 0, "TIMED_OUT\r\nUSING default\r\n");
     check_text("put 0 0 10 1\r\nj\r\nreserve-with-timeout 0\r\nreserve-with-timeout 0\r\n"
                "delete 1\r\n",
                0, "INSERTED 1\r\nRESERVED 1 1\r\nj\r\nTIMED_OUT\r\nDELETED\r\n");

@@ -180,12 +180,12 @@ static void stats_tube_counts_every_state(void **state)
     h_cmd(h, b, "watch q\r\n", "WATCHING 2\r\n");
     h_cmd(h, w, "watch q\r\n", "WATCHING 2\r\n");
     h_cmd(h, w, "ignore default\r\n", "WATCHING 1\r\n");
-    h_put(h, a, 1, 0, 10, "urgent");     /* 1 */
-    h_put(h, a, 5000, 0, 10, "ready");   /* 2 */
-    h_put(h, a, 2, 0, 10, "reserved");   /* 3 */
-    h_put(h, a, 3, 9, 10, "delayed");    /* 4 */
-    h_put(h, a, 0, 0, 10, "buried");     /* 5 */
-    h_put(h, a, 0, 0, 10, "deleted");    /* 6 */
+    h_put(h, a, 1, 0, 10, "urgent");   /* 1 */
+    h_put(h, a, 5000, 0, 10, "ready"); /* 2 */
+    h_put(h, a, 2, 0, 10, "reserved"); /* 3 */
+    h_put(h, a, 3, 9, 10, "delayed");  /* 4 */
+    h_put(h, a, 0, 0, 10, "buried");   /* 5 */
+    h_put(h, a, 0, 0, 10, "deleted");  /* 6 */
     h_cmd(h, a, "delete 6\r\n", "DELETED\r\n");
     h_cmd(h, b, "reserve-job 5\r\n", "RESERVED 5 6\r\nburied\r\n");
     h_cmd(h, b, "bury 5 0\r\n", "BURIED\r\n");
@@ -282,17 +282,57 @@ static void stats_list_tubes_with_many_long_names(void **state)
 
 /* beanstalkd 1.13's STATS_FMT keys, in order. */
 static const char *const stats_keys[] = {
-    "current-jobs-urgent", "current-jobs-ready", "current-jobs-reserved",
-    "current-jobs-delayed", "current-jobs-buried", "cmd-put", "cmd-peek", "cmd-peek-ready",
-    "cmd-peek-delayed", "cmd-peek-buried", "cmd-reserve", "cmd-reserve-with-timeout",
-    "cmd-delete", "cmd-release", "cmd-use", "cmd-watch", "cmd-ignore", "cmd-bury", "cmd-kick",
-    "cmd-touch", "cmd-stats", "cmd-stats-job", "cmd-stats-tube", "cmd-list-tubes",
-    "cmd-list-tube-used", "cmd-list-tubes-watched", "cmd-pause-tube", "job-timeouts",
-    "total-jobs", "max-job-size", "current-tubes", "current-connections", "current-producers",
-    "current-workers", "current-waiting", "total-connections", "pid", "version",
-    "rusage-utime", "rusage-stime", "uptime", "binlog-oldest-index", "binlog-current-index",
-    "binlog-records-migrated", "binlog-records-written", "binlog-max-size", "draining", "id",
-    "hostname", "os", "platform",
+    "current-jobs-urgent",
+    "current-jobs-ready",
+    "current-jobs-reserved",
+    "current-jobs-delayed",
+    "current-jobs-buried",
+    "cmd-put",
+    "cmd-peek",
+    "cmd-peek-ready",
+    "cmd-peek-delayed",
+    "cmd-peek-buried",
+    "cmd-reserve",
+    "cmd-reserve-with-timeout",
+    "cmd-delete",
+    "cmd-release",
+    "cmd-use",
+    "cmd-watch",
+    "cmd-ignore",
+    "cmd-bury",
+    "cmd-kick",
+    "cmd-touch",
+    "cmd-stats",
+    "cmd-stats-job",
+    "cmd-stats-tube",
+    "cmd-list-tubes",
+    "cmd-list-tube-used",
+    "cmd-list-tubes-watched",
+    "cmd-pause-tube",
+    "job-timeouts",
+    "total-jobs",
+    "max-job-size",
+    "current-tubes",
+    "current-connections",
+    "current-producers",
+    "current-workers",
+    "current-waiting",
+    "total-connections",
+    "pid",
+    "version",
+    "rusage-utime",
+    "rusage-stime",
+    "uptime",
+    "binlog-oldest-index",
+    "binlog-current-index",
+    "binlog-records-migrated",
+    "binlog-records-written",
+    "binlog-max-size",
+    "draining",
+    "id",
+    "hostname",
+    "os",
+    "platform",
 };
 
 static void set_info(harness_t *h)
@@ -387,15 +427,24 @@ static void stats_reports_engine_state(void **state)
     bq_engine_set_draining(h->e, true);
     const char *yaml = h_yaml(h, a, "stats\r\n");
     const char *want[][2] = {
-        {"current-jobs-urgent", "0"}, {"current-jobs-ready", "0"},
-        {"current-jobs-reserved", "1"}, {"current-jobs-delayed", "1"},
-        {"current-jobs-buried", "1"}, {"cmd-put", "3"},
-        {"cmd-reserve", "4"},         {"cmd-bury", "1"},
-        {"job-timeouts", "1"},        {"total-jobs", "3"},
-        {"current-tubes", "2"},       {"current-connections", "3"},
-        {"current-producers", "1"},   {"current-workers", "2"},
-        {"current-waiting", "1"},     {"total-connections", "3"},
-        {"version", "\"\""},          {"hostname", "\"\""},
+        {"current-jobs-urgent", "0"},
+        {"current-jobs-ready", "0"},
+        {"current-jobs-reserved", "1"},
+        {"current-jobs-delayed", "1"},
+        {"current-jobs-buried", "1"},
+        {"cmd-put", "3"},
+        {"cmd-reserve", "4"},
+        {"cmd-bury", "1"},
+        {"job-timeouts", "1"},
+        {"total-jobs", "3"},
+        {"current-tubes", "2"},
+        {"current-connections", "3"},
+        {"current-producers", "1"},
+        {"current-workers", "2"},
+        {"current-waiting", "1"},
+        {"total-connections", "3"},
+        {"version", "\"\""},
+        {"hostname", "\"\""},
         {"draining", "true"},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {

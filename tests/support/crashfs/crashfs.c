@@ -153,10 +153,10 @@ REAL_DECL(syscall);
 
 /* ---- state ---- */
 
-#define FDTAB 65536       /* fds cached below this; above, classified at each call */
-#define MAX_INODES 65536  /* tracked inodes per process */
+#define FDTAB 65536      /* fds cached below this; above, classified at each call */
+#define MAX_INODES 65536 /* tracked inodes per process */
 #define IHASH (4 * MAX_INODES)
-#define MAX_MAPS 256      /* read-only shared mappings of writable tracked fds */
+#define MAX_MAPS 256 /* read-only shared mappings of writable tracked fds */
 #define CHUNK 65536
 #define BLOCK 4096
 #define JOURNAL_FD_MIN 900 /* keeps the journal's fd out of the process's way */
@@ -214,18 +214,60 @@ static pthread_mutex_t mapmu = PTHREAD_MUTEX_INITIALIZER;
 
 /* Interposed calls seen on tracked files, noted once each in the journal. */
 enum fn {
-    FN_OPEN, FN_CREAT, FN_WRITE, FN_PWRITE, FN_WRITEV, FN_PWRITEV, FN_PWRITEV2, FN_FTRUNCATE,
-    FN_TRUNCATE, FN_FALLOCATE, FN_POSIX_FALLOCATE, FN_RENAME, FN_LINK, FN_UNLINK, FN_RMDIR,
-    FN_MKDIR, FN_CLOSE, FN_DUP, FN_FSYNC, FN_FDATASYNC, FN_FSYNC_DIR, FN_SYNC, FN_SYNC_FILE_RANGE,
-    FN_MMAP_RO, FN_DPRINTF, FN_O_SYNC_WRITE, FN_COUNT
+    FN_OPEN,
+    FN_CREAT,
+    FN_WRITE,
+    FN_PWRITE,
+    FN_WRITEV,
+    FN_PWRITEV,
+    FN_PWRITEV2,
+    FN_FTRUNCATE,
+    FN_TRUNCATE,
+    FN_FALLOCATE,
+    FN_POSIX_FALLOCATE,
+    FN_RENAME,
+    FN_LINK,
+    FN_UNLINK,
+    FN_RMDIR,
+    FN_MKDIR,
+    FN_CLOSE,
+    FN_DUP,
+    FN_FSYNC,
+    FN_FDATASYNC,
+    FN_FSYNC_DIR,
+    FN_SYNC,
+    FN_SYNC_FILE_RANGE,
+    FN_MMAP_RO,
+    FN_DPRINTF,
+    FN_O_SYNC_WRITE,
+    FN_COUNT
 };
-static const char *const fn_names[FN_COUNT] = {
-    "open/openat", "creat", "write", "pwrite/pwrite64", "writev", "pwritev/pwritev64",
-    "pwritev2/pwritev64v2", "ftruncate", "truncate", "fallocate", "posix_fallocate",
-    "rename/renameat/renameat2", "link/linkat", "unlink/unlinkat", "rmdir", "mkdir/mkdirat",
-    "close", "dup/dup2/dup3/F_DUPFD", "fsync (file)", "fdatasync (file)",
-    "fsync/fdatasync (directory)", "sync/syncfs", "sync_file_range (no durability)",
-    "mmap (read-only, shared)", "dprintf/vdprintf", "write on an O_SYNC/O_DSYNC fd"};
+static const char *const fn_names[FN_COUNT] = {"open/openat",
+                                               "creat",
+                                               "write",
+                                               "pwrite/pwrite64",
+                                               "writev",
+                                               "pwritev/pwritev64",
+                                               "pwritev2/pwritev64v2",
+                                               "ftruncate",
+                                               "truncate",
+                                               "fallocate",
+                                               "posix_fallocate",
+                                               "rename/renameat/renameat2",
+                                               "link/linkat",
+                                               "unlink/unlinkat",
+                                               "rmdir",
+                                               "mkdir/mkdirat",
+                                               "close",
+                                               "dup/dup2/dup3/F_DUPFD",
+                                               "fsync (file)",
+                                               "fdatasync (file)",
+                                               "fsync/fdatasync (directory)",
+                                               "sync/syncfs",
+                                               "sync_file_range (no durability)",
+                                               "mmap (read-only, shared)",
+                                               "dprintf/vdprintf",
+                                               "write on an O_SYNC/O_DSYNC fd"};
 static atomic_uint_fast64_t fn_seen;
 
 static void used(enum fn f);
@@ -657,8 +699,8 @@ static void read_extents(int rfd, uint64_t off, uint64_t len, buf_t *ext, buf_t 
 /* A DATA record for in: its size and the content of ranges r[0..nr) (or of
  * everything when whole), read through fd (or a read-only reopening of it,
  * for a write-only fd). */
-static void data_record(buf_t *rec, int fd, inode_t *in, uint64_t size, const range_t *r,
-                        size_t nr, bool whole)
+static void data_record(buf_t *rec, int fd, inode_t *in, uint64_t size, const range_t *r, size_t nr,
+                        bool whole)
 {
     buf_t ext = {0}, bytes = {0};
     uint64_t count = 0;
@@ -873,8 +915,8 @@ static void dir_record(buf_t *rec, int fd, uint64_t dino, bool baseline)
                 baseline_file(dfd, de->d_name, &st);
             }
         } else if (!inode_find((uint64_t)st.st_ino)) {
-            die("%s/%s (inode %llu) was created without going through crashfs", where,
-                de->d_name, (unsigned long long)st.st_ino);
+            die("%s/%s (inode %llu) was created without going through crashfs", where, de->d_name,
+                (unsigned long long)st.st_ino);
         }
         put_entry(&ents, &st, de->d_name);
         count++;
@@ -1085,8 +1127,7 @@ EXPORT int creat(const char *path, mode_t mode)
 
 EXPORT int creat64(const char *path, mode_t mode)
 {
-    return open_common(AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC | O_LARGEFILE, mode,
-                       FN_CREAT);
+    return open_common(AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC | O_LARGEFILE, mode, FN_CREAT);
 }
 
 EXPORT int open_by_handle_at(int mount_fd, struct file_handle *h, int flags)
@@ -1831,8 +1872,7 @@ EXPORT ssize_t sendfile64(int out, int in, off64_t *off, size_t n)
     return sendfile(out, in, (off_t *)off, n);
 }
 
-EXPORT ssize_t splice(int in, off64_t *inoff, int out, off64_t *outoff, size_t n,
-                      unsigned flags)
+EXPORT ssize_t splice(int in, off64_t *inoff, int out, off64_t *outoff, size_t n, unsigned flags)
 {
     refuse_into(out, "splice");
     return R(splice)(in, inoff, out, outoff, n, flags);
@@ -1891,8 +1931,7 @@ EXPORT long syscall(long nr, ...)
     case SYS_pwritev:
         return pwritev((int)a[0], (const struct iovec *)a[1], (int)a[2], (off_t)a[3]);
     case SYS_pwritev2:
-        return pwritev2((int)a[0], (const struct iovec *)a[1], (int)a[2], (off_t)a[3],
-                        (int)a[5]);
+        return pwritev2((int)a[0], (const struct iovec *)a[1], (int)a[2], (off_t)a[3], (int)a[5]);
     case SYS_open:
         return open_common(AT_FDCWD, p0, (int)a[1], (mode_t)a[2], FN_OPEN);
     case SYS_openat:
@@ -1965,8 +2004,7 @@ EXPORT long syscall(long nr, ...)
     case SYS_mkdirat:
         return mkdirat((int)a[0], p1, (mode_t)a[2]);
     case SYS_mmap:
-        return (long)mmap((void *)a[0], (size_t)a[1], (int)a[2], (int)a[3], (int)a[4],
-                          (off_t)a[5]);
+        return (long)mmap((void *)a[0], (size_t)a[1], (int)a[2], (int)a[3], (int)a[4], (off_t)a[5]);
     case SYS_mprotect:
         return mprotect((void *)a[0], (size_t)a[1], (int)a[2]);
     case SYS_copy_file_range:

@@ -90,7 +90,7 @@ static size_t nobjs, capobjs;
 static struct {
     uint64_t ino;
     size_t fid;
-} *inomap;
+} * inomap;
 static size_t ninomap, capinomap;
 static out_t *outs;
 static size_t nouts, capouts;
@@ -488,8 +488,7 @@ typedef struct realent {
     bool dir;
 } realent_t;
 
-static void walk_real(int dfd, const char *rel, realent_t **list, size_t *n, size_t *cap,
-                      int depth)
+static void walk_real(int dfd, const char *rel, realent_t **list, size_t *n, size_t *cap, int depth)
 {
     DIR *d = list_of(dfd);
     struct dirent *de;
@@ -608,8 +607,8 @@ static void load_durable(const char *root, const char *jpath, bool notes, stats_
     uint64_t jlen = 0;
     int jfd = open(jpath, O_RDONLY | O_CLOEXEC);
     if (jfd < 0)
-        fatal("no journal %s (%s): did a process run under crashfs on %s?", jpath,
-              strerror(errno), root);
+        fatal("no journal %s (%s): did a process run under crashfs on %s?", jpath, strerror(errno),
+              root);
     unsigned char *jbuf = read_file(jfd, jpath, &jlen);
     close(jfd);
     uint64_t root_ino = replay(jbuf, jlen, notes, st);

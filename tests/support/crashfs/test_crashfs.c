@@ -37,13 +37,13 @@ typedef struct env {
 
 /* ---- the child, under the layer ---- */
 
-#define CHECK(x)                                                                                 \
-    do {                                                                                         \
-        if (!(x)) {                                                                              \
-            fprintf(stderr, "child: %s:%d: %s failed (%s)\n", __FILE__, __LINE__, #x,            \
-                    strerror(errno));                                                            \
-            _exit(3);                                                                            \
-        }                                                                                        \
+#define CHECK(x)                                                                                   \
+    do {                                                                                           \
+        if (!(x)) {                                                                                \
+            fprintf(stderr, "child: %s:%d: %s failed (%s)\n", __FILE__, __LINE__, #x,              \
+                    strerror(errno));                                                              \
+            _exit(3);                                                                              \
+        }                                                                                          \
     } while (0)
 
 static char cpath[512];
@@ -121,7 +121,7 @@ static void child_basic(const char *root)
 
     /* Not durable: a new name, a rename, an unlink, a new directory, a
      * truncation, an overwrite of a baseline file. */
-    synced_file(in_root(root, "f2"), "two"); /* synced data, but no directory sync */
+    synced_file(in_root(root, "f2"), "two");               /* synced data, but no directory sync */
     CHECK(rename(in_root(root, "g"), "/dev/null/x") != 0); /* outside: fails, untracked */
     snprintf(path, sizeof path, "%s/h", root);
     CHECK(rename(in_root(root, "g"), path) == 0);
@@ -224,7 +224,7 @@ static void child_mmap(const char *root)
     int fd = open(in_root(root, "pre"), O_RDWR);
     CHECK(fd >= 0);
     void *p = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0);
-    CHECK(p != MAP_FAILED); /* read-only: allowed */
+    CHECK(p != MAP_FAILED);                    /* read-only: allowed */
     mprotect(p, 4096, PROT_READ | PROT_WRITE); /* aborts */
     _exit(4);
 }
@@ -451,8 +451,8 @@ static void power_loss(env_t *e, const char *tear, unsigned seed, char **out)
 {
     char s[32];
     snprintf(s, sizeof s, "%u", seed);
-    char *argv[] = {(char *)tool_path(), "--seed", s, "--tear", (char *)tear, e->root,
-                    e->state, NULL};
+    char *argv[] = {(char *)tool_path(), "--seed", s,        "--tear",
+                    (char *)tear,        e->root,  e->state, NULL};
     int st = run(e, argv, false);
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
         print_log(e);
@@ -526,13 +526,13 @@ static void rolls_back_to_the_durable_state(void **state)
     assert_true(none);
     expect_names(e, "ap e f1 g pre s t u v");
     fill(a, sizeof a, 'a');
-    expect_file(e, "f1", a, A_LEN);     /* A synced, B not */
-    expect_file(e, "g", "gee", 3);      /* the rename to h was not */
-    expect_file(e, "u", "you", 3);      /* nor the unlink */
+    expect_file(e, "f1", a, A_LEN);        /* A synced, B not */
+    expect_file(e, "g", "gee", 3);         /* the rename to h was not */
+    expect_file(e, "u", "you", 3);         /* nor the unlink */
     expect_file(e, "t", "0123456789", 10); /* nor the truncation */
-    expect_file(e, "pre", "pre", 3);    /* the baseline, overwritten but not synced */
+    expect_file(e, "pre", "pre", 3);       /* the baseline, overwritten but not synced */
     expect_file(e, "e/x", "inside e", 8);
-    expect_file(e, "ap", "xyz", 3);     /* "!" after sync_file_range only */
+    expect_file(e, "ap", "xyz", 3); /* "!" after sync_file_range only */
     expect_file(e, "v", "writev\0\0\0\0PW", 12);
     size_t len;
     char *s = content(e, "s", &len);
@@ -566,8 +566,8 @@ static void tears_stay_in_the_unsynced_range(void **state)
             size_t len = 0;
             char *c = content(e, "f1", &len);
             const char *bad = NULL;
-            bool prefix = strcmp(modes[m], "prefix-sector") == 0 ||
-                          strcmp(modes[m], "prefix-byte") == 0;
+            bool prefix =
+                strcmp(modes[m], "prefix-sector") == 0 || strcmp(modes[m], "prefix-byte") == 0;
             if (!c || len < A_LEN || len > A_LEN + B_LEN || memcmp(c, a, A_LEN) != 0)
                 bad = "A is not intact, or the file outgrew A and B";
             for (size_t i = A_LEN; !bad && i < len; i++) {
@@ -593,8 +593,8 @@ static void tears_stay_in_the_unsynced_range(void **state)
             if (bad) {
                 fprintf(stderr, "%s", out);
                 free(out);
-                fail_msg("%s, seed %u: f1 has %zu bytes: %s (the tool's report is above)",
-                         modes[m], seed, len, bad);
+                fail_msg("%s, seed %u: f1 has %zu bytes: %s (the tool's report is above)", modes[m],
+                         seed, len, bad);
             }
             free(out);
         }
@@ -675,8 +675,8 @@ static void expect_abort(env_t *e, const char *scenario, const char *message)
     free(log);
     if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGABRT || !found) {
         print_log(e);
-        fail_msg("%s: status 0x%x, expected SIGABRT and \"%s\" (the output is above)", scenario,
-                 st, message);
+        fail_msg("%s: status 0x%x, expected SIGABRT and \"%s\" (the output is above)", scenario, st,
+                 message);
     }
 }
 
@@ -719,8 +719,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(o_dsync_writes_are_durable, setup, teardown),
         cmocka_unit_test_setup_teardown(syscall_writes_are_modelled, setup, teardown),
         cmocka_unit_test_setup_teardown(incomplete_last_record_is_ignored, setup, teardown),
-        cmocka_unit_test_setup_teardown(files_created_without_the_layer_are_fatal, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(files_created_without_the_layer_are_fatal, setup, teardown),
         cmocka_unit_test_setup_teardown(unmodelled_calls_abort, setup, teardown),
         cmocka_unit_test_setup_teardown(writable_shared_mapping_aborts, setup, teardown),
         cmocka_unit_test_setup_teardown(copy_file_range_aborts, setup, teardown),
