@@ -290,6 +290,8 @@ static void try_next_cb(uv_handle_t *h);
  * the lookup returned (on a fresh handle), or gives up and closes c. */
 static void connect_failed(pconn_t *c, int err)
 {
+    bq_log(BQ_LOG_DEBUG, "proxy: connect failed", "err=\"%s\" more=%d", uv_strerror(err),
+           c->next_addr != NULL);
     if (c->next_addr) {
         c->resetting = true;
         uv_close((uv_handle_t *)&c->target.tcp, try_next_cb);
@@ -310,6 +312,7 @@ static void on_connected(uv_connect_t *req, int status)
         return;
     }
     c->connected = true;
+    bq_logm(BQ_LOG_DEBUG, "proxy: connected to the primary");
     uv_tcp_nodelay(&c->target.tcp, 1);
     int r = 0;
     if (c->early) {
@@ -332,6 +335,14 @@ static void on_connected(uv_connect_t *req, int status)
 
 static int connect_to(pconn_t *c, const struct sockaddr *addr)
 {
+    if (bq_log_enabled(BQ_LOG_DEBUG)) {
+        char ip[64] = "";
+        if (addr->sa_family == AF_INET)
+            uv_ip4_name((const struct sockaddr_in *)addr, ip, sizeof ip);
+        else
+            uv_ip6_name((const struct sockaddr_in6 *)addr, ip, sizeof ip);
+        bq_log(BQ_LOG_DEBUG, "proxy: connecting to the primary", "ip=%s", ip);
+    }
     c->connect.data = c;
     return uv_tcp_connect(&c->connect, &c->target.tcp, addr, on_connected);
 }
@@ -459,6 +470,7 @@ void bq_proxy_accept(bq_proxy_t *p, int fd)
     r = uv_read_start(stream(&c->client), on_alloc, on_read);
     if (r == 0)
         r = start_connect(c);
+    bq_log(BQ_LOG_DEBUG, "proxy: client accepted", "fd=%d primary=\"%s\"", fd, p->host);
     if (r != 0) {
         bq_log_limited(&p->limit, BQ_LOG_WARN, "proxy: cannot reach the primary",
                        "addr=\"%s\" port=\"%s\" err=\"%s\"", p->host, p->port, uv_strerror(r));

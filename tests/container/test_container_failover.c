@@ -16,6 +16,10 @@
  * history checker compares a snapshot of the primary with every
  * acknowledged operation: nothing lost, nothing resurrected.
  *
+ * Debugging: BQ_CONTAINER_SERVER_ARGS=-V adds flags to every server (-V:
+ * connections and proxying in the containers' logs), BQW_TRACE=1 prints
+ * each worker's sessions, BQT_KEEP_DIRS=1 keeps the containers' logs.
+ *
  * A machine where podman cannot start the smallest container skips (exit
  * 77, with podman's reason), as run-image does; a missing image is a
  * failure (ctest runs container_image first). A failed run prints each
@@ -144,6 +148,7 @@ static void node_create(suite_t *s, size_t i)
         size_t len = strlen(peers);
         snprintf(peers + len, sizeof peers - len, " --peer=%s=%s:11310", g_name[j], g_name[j]);
     }
+    const char *extra = getenv("BQ_CONTAINER_SERVER_ARGS"); /* e.g. -V, to debug */
     s->c->node[i].srv.port = bqt_free_port();
     int rc = podman("run -d --name %s --hostname %s --network %s " RUN_OPTS
                     " --read-only --cap-drop=all -v %s:/var/lib/beanstalkd-ha"
@@ -153,9 +158,9 @@ static void node_create(suite_t *s, size_t i)
                     " --repl-listen=0.0.0.0:11310 --admin-listen=0.0.0.0:11380"
                     " --tls-cert=/etc/beanstalkd-ha/tls/tls.crt"
                     " --tls-key=/etc/beanstalkd-ha/tls/tls.key"
-                    " --tls-ca=/etc/beanstalkd-ha/tls/ca.crt",
+                    " --tls-ca=/etc/beanstalkd-ha/tls/ca.crt%s%s",
                     g_name[i], g_name[i], g_net, s->c->node[i].bdir, tls, s->c->node[i].srv.port,
-                    g_name[i], peers);
+                    g_name[i], peers, extra ? " " : "", extra ? extra : "");
     if (rc != 0) {
         print_log_tail();
         fail_msg("podman run of %s exited with %d", g_name[i], rc);

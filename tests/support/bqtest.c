@@ -197,6 +197,29 @@ int bqt_connect(int port)
     return fd;
 }
 
+int bqt_connect_within(int port, int ms)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int one = 1, err = 0;
+    socklen_t len = sizeof err;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return -1;
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        if (errno != EINPROGRESS || poll(&p, 1, ms) != 1 ||
+            getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) {
+            close(fd);
+            return -1;
+        }
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+
 int bqt_connect_unix(const char *path)
 {
     struct sockaddr_un a = {.sun_family = AF_UNIX};

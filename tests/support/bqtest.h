@@ -84,6 +84,10 @@ int bqt_free_port(void);
 /* Blocking TCP connect to 127.0.0.1:port; fd or -1. */
 int bqt_connect(int port);
 
+/* TCP connect to 127.0.0.1:port that gives up after ms (a client's connect
+ * timeout: a SYN that vanishes is not waited for); a blocking fd, or -1. */
+int bqt_connect_within(int port, int ms);
+
 /* Blocking connect to a unix socket; fd or -1. */
 int bqt_connect_unix(const char *path);
 

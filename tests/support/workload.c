@@ -19,7 +19,8 @@
 #include "tests/support/jobmix.h"
 #include "tests/support/workload.h"
 
-#define RETRY_MS 20 /* a worker's pause before it reconnects */
+#define RETRY_MS 20    /* a worker's pause before it reconnects */
+#define CONNECT_MS 250 /* a worker's connect timeout */
 #define MAX_IDS 100000
 #define MINE 64 /* a worker's acknowledged ids not yet deleted */
 
@@ -189,12 +190,16 @@ static bool w_delete(worker_t *k, int fd)
     return out == BQH_ACKED || out == BQH_NOT_FOUND;
 }
 
-/* A connection to a live node, trying them in turn from start; -1. */
+/* A connection to a live node, trying them in turn from start; -1. A
+ * connect that does not complete within CONNECT_MS moves on to the next
+ * node, as a client's connect timeout does: after a container restarts,
+ * the host's connection tracking can still send a reused source port to
+ * the container's old address, and that SYN vanishes (docs/failover.md). */
 static int connect_live(bqw_t *w, unsigned start)
 {
     for (unsigned k = 0; k < w->c->n; k++) {
         int port = atomic_load(&w->port[(start + k) % w->c->n]);
-        int fd = port ? bqt_connect(port) : -1;
+        int fd = port ? bqt_connect_within(port, CONNECT_MS) : -1;
         if (fd >= 0)
             return fd;
     }
@@ -250,11 +255,31 @@ static void w_mix_session(worker_t *k, int fd)
         snprintf(k->error, sizeof k->error, "%.150s", k->m.error);
 }
 
+/* BQW_TRACE=1: each worker's sessions on stderr (wall-clock time, so
+ * that they line up with the servers' logs). */
+static void trace_session(const worker_t *k, int fd, uint64_t t0)
+{
+    static int on = -1;
+    if (on < 0)
+        on = getenv("BQW_TRACE") != NULL;
+    if (!on)
+        return;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    fprintf(stderr, "%02d:%02d:%02d.%03ld worker %d: %s, %llu ms\n", tm.tm_hour, tm.tm_min,
+            tm.tm_sec, ts.tv_nsec / 1000000, k->id,
+            fd < 0 ? "no node took the connection" : "session ended",
+            (unsigned long long)((bqh_now_ns() - t0) / 1000000));
+}
+
 static void *worker_main(void *arg)
 {
     worker_t *k = arg;
     bqw_t *w = k->w;
     for (unsigned attempt = (unsigned)k->id; !atomic_load(&w->stop); attempt++) {
+        uint64_t t0 = bqh_now_ns();
         int fd = connect_live(w, attempt);
         if (fd >= 0) {
             if (k->mix)
@@ -263,6 +288,7 @@ static void *worker_main(void *arg)
                 w_session(k, fd);
             close(fd);
         }
+        trace_session(k, fd, t0);
         if (!atomic_load(&w->stop))
             nap_ms(RETRY_MS);
     }
