@@ -27,7 +27,7 @@
 #define RESOLVE_MS 5000
 
 struct bq_link {
-    bq_stream_t *stream;
+    bq_stream_t *stream;    /* NULL once it has closed (the timer may close after it) */
     uv_timer_t deadline;    /* connect + handshake; opens an accepted plaintext link */
     bq_resolve_t *resolve;  /* the lookup of the peer's name, until its callback */
     struct addrinfo *addrs; /* resolved, borrowed by the stream while it connects */
@@ -38,7 +38,8 @@ struct bq_link {
     bool accepted, open, closing;
     int pending; /* the stream's and the timer's close, the lookup's callback */
     char why[256];
-    char addr[80]; /* "host:port" until the stream knows the peer's address */
+    char addr[80];     /* "host:port" until the stream knows the peer's address; its copy after */
+    char security[32]; /* the stream's, kept when it has closed */
 };
 
 static void close_link(bq_link_t *l, const char *fmt, ...);
@@ -61,10 +62,17 @@ static void timer_closed(uv_handle_t *h)
     finish(h->data);
 }
 
+/* The stream is freed after this: what the link's owner may still ask
+ * (in on_close, which can come later, after the timer) is copied. */
 static void stream_closed(bq_stream_t *s, void *arg)
 {
-    (void)s;
-    finish(arg);
+    bq_link_t *l = arg;
+    const char *a = bq_stream_peer_addr(s);
+    if (a[0] != '\0')
+        snprintf(l->addr, sizeof l->addr, "%s", a);
+    snprintf(l->security, sizeof l->security, "%s", bq_stream_security(s));
+    l->stream = NULL;
+    finish(l);
 }
 
 /* Starts closing the link for the reason fmt says; acts once. */
@@ -271,17 +279,17 @@ int bq_link_send(bq_link_t *l, const Bq__Repl__Message *msg)
 
 size_t bq_link_queued(const bq_link_t *l)
 {
-    return bq_stream_queued(l->stream);
+    return l->stream ? bq_stream_queued(l->stream) : 0;
 }
 
 const char *bq_link_peer_name(const bq_link_t *l)
 {
-    return l->open ? bq_stream_peer_name(l->stream) : NULL;
+    return l->open && l->stream ? bq_stream_peer_name(l->stream) : NULL;
 }
 
 const char *bq_link_security(const bq_link_t *l)
 {
-    return bq_stream_security(l->stream);
+    return l->stream ? bq_stream_security(l->stream) : l->security;
 }
 
 bool bq_link_tls_refused(const char *why)
@@ -291,7 +299,7 @@ bool bq_link_tls_refused(const char *why)
 
 const char *bq_link_peer_addr(const bq_link_t *l)
 {
-    const char *a = bq_stream_peer_addr(l->stream);
+    const char *a = l->stream ? bq_stream_peer_addr(l->stream) : "";
     return a[0] != '\0' ? a : l->addr;
 }
 

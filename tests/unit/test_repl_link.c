@@ -33,6 +33,7 @@ typedef struct side {
     char why[256];
     char peer_name[64];
     char security[32];
+    char peer_at_close[128]; /* "<address> <security>", read in on_close */
     int nmsg;
     uint64_t values[64]; /* per message: the ack's written_lsn, or the frames' length */
     bool close_on_open, close_on_message;
@@ -109,12 +110,16 @@ static void on_writable(bq_link_t *l, void *arg)
     s->writable++;
 }
 
+/* As the feeder does, on_close reads the peer's address and the security
+ * (a link whose stream closed before its timer must still answer them). */
 static void on_close(bq_link_t *l, const char *why, void *arg)
 {
     side_t *s = arg;
     assert_ptr_equal(l, s->link);
     s->closed++;
     snprintf(s->why, sizeof s->why, "%s", why);
+    snprintf(s->peer_at_close, sizeof s->peer_at_close, "%s %s", bq_link_peer_addr(l),
+             bq_link_security(l));
 }
 
 static const bq_link_callbacks_t callbacks = {on_open, on_message, on_writable, on_close};
