@@ -50,6 +50,12 @@ bool bq_report_enabled(bq_report_level_t level);
 void bq_report(bq_report_level_t level, const char *msg, const char *kv, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* The one-line-a-second decision for lim on the monotonic clock (shared
+ * with node/base/log.c's limited lines): true when a line may be written
+ * now, with the events dropped since the last one in *suppressed (lim's
+ * count then starts again); false counts this event as dropped. */
+bool bq_report_limit_pass(bq_report_limit_t *lim, unsigned long *suppressed);
+
 /* Like bq_report, but at most one line per second for lim: for events a
  * peer or a stranger can cause at will. The line carries suppressed=<n>
  * when events were dropped since the previous one. */

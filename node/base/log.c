@@ -95,19 +95,11 @@ void bq_logm(bq_log_level_t level, const char *msg)
 
 void bq_log_limited(bq_log_limit_t *lim, bq_log_level_t level, const char *msg, const char *kv, ...)
 {
-    struct timespec ts;
-    if (!bq_log_enabled(level))
+    unsigned long suppressed;
+    if (!bq_log_enabled(level) || !bq_report_limit_pass(lim, &suppressed))
         return;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    int64_t now = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-    if (lim->last_ns && now - lim->last_ns < 1000000000LL) {
-        lim->suppressed++;
-        return;
-    }
-    lim->last_ns = now;
     va_list ap;
     va_start(ap, kv);
-    emit(level, msg, lim->suppressed, kv, ap);
+    emit(level, msg, suppressed, kv, ap);
     va_end(ap);
-    lim->suppressed = 0;
 }

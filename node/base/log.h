@@ -12,6 +12,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "replication/report.h"
+
 typedef enum bq_log_level {
     BQ_LOG_ERROR,
     BQ_LOG_WARN,
@@ -20,11 +22,9 @@ typedef enum bq_log_level {
     BQ_LOG_TRACE,
 } bq_log_level_t;
 
-/* State of one rate-limited message; zero-initialise it. */
-typedef struct bq_log_limit {
-    int64_t last_ns;          /* monotonic time of the last line written */
-    unsigned long suppressed; /* events dropped since then */
-} bq_log_limit_t;
+/* State of one rate-limited message; zero-initialise it. The limit is
+ * replication/report.h's, so both kinds of line count the same way. */
+typedef bq_report_limit_t bq_log_limit_t;
 
 /* Sets the verbosity: 0 shows up to INFO, 1 adds DEBUG, 2 or more TRACE. */
 void bq_log_set_verbosity(int verbosity);
