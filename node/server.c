@@ -300,9 +300,6 @@ int bq_server_start_binlog(bq_server_t *s, const bq_flags_t *f)
         .cluster_id = f->cluster_id,
         .standalone = f->role == BQ_ROLE_SINGLE,
     };
-    /* A standby's acks say "durable": it syncs what it receives at once. */
-    if (cfg.follower && cfg.sync == BQ_BINLOG_SYNC_TIMED)
-        cfg.sync = BQ_BINLOG_SYNC_ALWAYS;
     int r = bq_binlog_open(&s->binlog, &s->loop, &cfg);
     if (r == 0) {
         bq_binlog_on_release(s->binlog, on_released, s);
@@ -318,6 +315,17 @@ int bq_server_start_binlog(bq_server_t *s, const bq_flags_t *f)
     return r == 0 ? 0 : BQ_SERVER_EBINLOG;
 }
 
+/* The cluster changed this node's role in place: a primary turned standby
+ * closes its clients (their reservations go back, as on a disconnect); a
+ * standby turned primary serves new clients itself and runs the engine's
+ * timers from the next loop turn. */
+static void cluster_role_changed(void *arg, bool to_standby)
+{
+    bq_server_t *s = arg;
+    if (to_standby)
+        bq_clients_close_all(&s->clients);
+}
+
 int bq_server_start_cluster(bq_server_t *s, const bq_flags_t *f, const bq_failover_plan_t *plan,
                             char **argv)
 {
@@ -326,6 +334,7 @@ int bq_server_start_cluster(bq_server_t *s, const bq_flags_t *f, const bq_failov
                               .binlog = s->binlog,
                               .listener = &s->listener,
                               .released = cluster_released,
+                              .role_changed = cluster_role_changed,
                               .arg = s};
     if (f->role != BQ_ROLE_SINGLE && bq_cluster_start(&s->cluster, &host, f, plan, argv) != 0)
         return BQ_SERVER_EINIT;

@@ -200,6 +200,9 @@ void bq_engine_resume_ids(bq_engine_t *e, bool may_continue)
     else if (e->id_used > e->next_id)
         e->next_id = e->id_used;
     e->id_used = e->next_id;
+    /* The next id handed out logs a reservation first, as on a fresh
+     * engine (one that was a primary before may hold an older limit). */
+    e->id_limit = 0;
 }
 
 bool bq_engine_ids_settled(const bq_engine_t *e)

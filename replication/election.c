@@ -398,15 +398,6 @@ unsigned bq_el_assume(bq_election_t *e, int64_t now)
     return eff | lead(e, now);
 }
 
-unsigned bq_el_take_office(bq_election_t *e, int64_t now, uint64_t epoch, const int64_t *contact)
-{
-    if (!e->cfg.can_lead || epoch != e->epoch || e->voted_for != (int)e->cfg.self)
-        return 0;
-    for (size_t i = 0; i < e->cfg.nvoters; i++)
-        e->contact_at[i] = contact[i] > now ? now : contact[i];
-    return lead(e, now);
-}
-
 void bq_el_hand_over(bq_election_t *e)
 {
     e->heard_at = NEVER;

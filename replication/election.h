@@ -196,13 +196,6 @@ unsigned bq_el_campaign(bq_election_t *e, int64_t now);
  * already, or its epoch is at the ceiling. */
 unsigned bq_el_assume(bq_election_t *e, int64_t now);
 
-/* The node restarted into the office it won: primary of epoch (which must
- * be its current epoch, with its vote for itself), each voter i in contact
- * from contact[i] (nvoters values, as e->contact_at was when it won; the
- * monotonic clock survives exec). Returns effects, 0 when it did not win
- * epoch. */
-unsigned bq_el_take_office(bq_election_t *e, int64_t now, uint64_t epoch, const int64_t *contact);
-
 /* The primary asked a standby to stand (switchover) and acknowledges
  * nothing more: its own recent office no longer holds its vote back. */
 void bq_el_hand_over(bq_election_t *e);

@@ -804,6 +804,24 @@ static void close_conn(conn_t *c)
     }
 }
 
+void bq_feeder_set_primary(bq_feeder_t *f, bool primary)
+{
+    if (f->closing || f->cfg.primary == primary)
+        return;
+    f->cfg.primary = primary;
+    /* A standby streams to nobody; a new primary starts counting copies
+     * from its log's end, which is its office. */
+    for (size_t i = 0; i < f->cfg.repl.npeers; i++)
+        close_conn(f->slots[i].conn);
+    f->last_lsn = f->office_lsn = f->log->written_lsn(f->log->arg);
+    f->nsamples = f->sample_head = 0;
+    bq_commit_init(&f->commit, f->cfg.repl.npeers, primary ? f->cfg.sync_need : 0, f->cfg.fallback,
+                   f->cfg.sync_timeout_ns, f->last_lsn, mono_now());
+    f->commit.self_counts = f->cfg.count_self;
+    f->commit.self_durable = f->last_lsn; /* a follower syncs what it writes at once */
+    uv_timer_stop(&f->deadline);
+}
+
 void bq_feeder_close(bq_feeder_t *f)
 {
     if (!f || f->closing)

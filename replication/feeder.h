@@ -100,6 +100,12 @@ void bq_feeder_standby(const bq_feeder_t *f, size_t i, int64_t now, bq_feeder_st
  * now (switchover). 0, or -1 when it is not connected. */
 int bq_feeder_send_promote(bq_feeder_t *f, size_t peer);
 
+/* The node's role changed in place: primary streams to the standbys and
+ * counts their copies from the log's end now; not primary closes every
+ * standby's stream and refuses Hellos (NOT_PRIMARY). Votes go on either
+ * way. */
+void bq_feeder_set_primary(bq_feeder_t *f, bool primary);
+
 /* Closes the listener and every link (shutdown). */
 void bq_feeder_close(bq_feeder_t *f);
 

@@ -30,6 +30,7 @@ struct bq_receiver {
     bq_link_t *link;
     state_t state;
     bool closing;
+    bool stopped; /* bq_receiver_stop: no link until the next start */
     size_t next_peer;
     int peer; /* the peer of the current link */
     uint64_t backoff_ms;
@@ -199,6 +200,8 @@ static void on_message(bq_link_t *l, const Bq__Repl__Message *m, void *arg)
 {
     bq_receiver_t *r = arg;
     (void)l;
+    if (r->stopped)
+        return; /* the link is closing */
     r->heard_at = uv_now(r->loop);
     switch (m->body_case) {
     case BQ__REPL__MESSAGE__BODY_WELCOME:
@@ -235,6 +238,8 @@ static void on_open(bq_link_t *l, void *arg)
 {
     bq_receiver_t *r = arg;
     const bq_repl_sink_t *k = r->sink;
+    if (r->stopped)
+        return; /* the link is closing */
     Bq__Repl__Hello h = BQ__REPL__HELLO__INIT;
     Bq__Repl__Message m = BQ__REPL__MESSAGE__INIT;
     snprintf(r->security, sizeof r->security, "%s", bq_link_security(l));
@@ -274,7 +279,7 @@ static void on_close(bq_link_t *l, const char *why, void *arg)
     r->resyncing = false;
     r->link = NULL;
     r->state = IDLE;
-    if (!r->closing)
+    if (!r->closing && !r->stopped)
         schedule_retry(r);
 }
 
@@ -287,7 +292,7 @@ static const bq_link_callbacks_t callbacks = {
 static void connect_next(uv_timer_t *t)
 {
     bq_receiver_t *r = t->data;
-    if (r->closing || r->cfg.npeers == 0)
+    if (r->closing || r->stopped || r->link || r->cfg.npeers == 0)
         return;
     r->peer = (int)(r->next_peer++ % r->cfg.npeers);
     const bq_repl_peer_t *p = &r->cfg.peers[r->peer];
@@ -351,8 +356,28 @@ bq_receiver_t *bq_receiver_new(uv_loop_t *loop, const bq_repl_config_t *cfg,
 void bq_receiver_start(bq_receiver_t *r)
 {
     uint64_t beat = bq_repl_beat_ms(r->cfg.idle_ms);
+    r->stopped = false;
+    r->backoff_ms = 0;
     uv_timer_start(&r->beat, on_beat, beat, beat);
-    uv_timer_start(&r->retry, connect_next, 0, 0);
+    /* A link still closing from a stop retries from its on_close. */
+    if (!r->link)
+        uv_timer_start(&r->retry, connect_next, 0, 0);
+}
+
+void bq_receiver_stop(bq_receiver_t *r)
+{
+    if (r->closing || r->stopped)
+        return;
+    r->stopped = true;
+    uv_timer_stop(&r->retry);
+    uv_timer_stop(&r->beat);
+    if (r->resyncing)
+        r->sink->resync_abort(r->sink->arg);
+    r->resyncing = false;
+    r->state = IDLE; /* the primary is not lost: this node is not a standby any more */
+    r->primary[0] = '\0';
+    if (r->link)
+        bq_link_close(r->link, "this node is no longer a standby");
 }
 
 void bq_receiver_progress(bq_receiver_t *r)

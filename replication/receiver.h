@@ -95,8 +95,12 @@ typedef struct bq_receiver_status {
 bq_receiver_t *bq_receiver_new(uv_loop_t *loop, const bq_repl_config_t *cfg,
                                const bq_repl_sink_t *sink);
 
-/* Starts looking for the primary. */
+/* Starts looking for the primary (again, after bq_receiver_stop). */
 void bq_receiver_start(bq_receiver_t *r);
+
+/* Stops following (this node became the primary): drops the link, aborts a
+ * resync download, tells the sink nothing more; bq_receiver_start resumes. */
+void bq_receiver_stop(bq_receiver_t *r);
 
 /* The local log's positions changed (a write or an fsync completed): acks. */
 void bq_receiver_progress(bq_receiver_t *r);

@@ -154,6 +154,11 @@ int bq_binlog_open(bq_binlog_t **out, uv_loop_t *loop, const bq_binlog_config_t 
         return BQ_BINLOG_ENOMEM;
     b->loop = loop;
     b->cfg = *cfg;
+    /* A standby's acks say "durable": it syncs what it receives at once.
+     * The -f mode given returns when it becomes the primary. */
+    b->primary_sync = cfg->sync;
+    if (cfg->follower && cfg->sync == BQ_BINLOG_SYNC_TIMED)
+        b->cfg.sync = BQ_BINLOG_SYNC_ALWAYS;
     b->fd = b->sync_fd = -1;
     b->dirty_since = -1;
     b->fault_after = -1;
@@ -297,8 +302,7 @@ int bq__binlog_create_segment(bq_binlog_t *b, uint64_t seq, bool checkpoint, bq_
     return 0;
 }
 
-/* Creates segment seq as the current one and logs its opening records. */
-static int open_segment(bq_binlog_t *b, uint64_t seq, bq_now_t now)
+int bq__binlog_open_segment(bq_binlog_t *b, uint64_t seq, bq_now_t now)
 {
     int r = bq__binlog_create_segment(b, seq, true, now);
     if (r != 0)
@@ -362,7 +366,7 @@ int bq_binlog_start(bq_binlog_t *b, bq_engine_t *e, bq_now_t now)
         (b->nsegs > 0 && bq__binlog_current(b)->seq > res.last_seq ? bq__binlog_current(b)->seq
                                                                    : res.last_seq) +
         1;
-    r = open_segment(b, seq, now);
+    r = bq__binlog_open_segment(b, seq, now);
     if (r != 0) {
         bq_log(BQ_LOG_ERROR, "cannot create a binlog segment", "dir=\"%s\" seq=%llu err=\"%s\"",
                b->cfg.dir, (unsigned long long)seq, strerror(-r));
@@ -710,7 +714,7 @@ static void maybe_rotate(bq_binlog_t *b, bq_now_t now)
     int old_fd = b->fd;
     uint64_t old_end = b->data_end, old_prealloc = b->prealloc;
     uint64_t old_seq = bq__binlog_current(b)->seq;
-    int r = open_segment(b, old_seq + 1, now);
+    int r = bq__binlog_open_segment(b, old_seq + 1, now);
     if (r != 0) {
         b->rotate_retry_at = ms + ROTATE_RETRY_MS;
         bq_log_limited(&b->rotate_warn, BQ_LOG_WARN,
@@ -719,12 +723,11 @@ static void maybe_rotate(bq_binlog_t *b, bq_now_t now)
         return;
     }
     b->rotate_retry_at = 0;
-    bq__binlog_retire(b, old_fd, old_end, old_prealloc);
+    bq__binlog_retire(b, &b->segs[b->nsegs - 2], old_fd, old_end, old_prealloc);
 }
 
-void bq__binlog_retire(bq_binlog_t *b, int fd, uint64_t end, uint64_t prealloc)
+void bq__binlog_retire(bq_binlog_t *b, seg_t *old, int fd, uint64_t end, uint64_t prealloc)
 {
-    seg_t *old = &b->segs[b->nsegs - 2];
     old->size = end;
     if (prealloc > end)
         b->total -= prealloc - end;

@@ -142,6 +142,19 @@ int bq_binlog_follow_segment(bq_binlog_t *b, uint64_t primary_first, uint64_t ep
 int bq_binlog_follow_frames(bq_binlog_t *b, const uint8_t *data, size_t len, uint64_t last_lsn,
                             uint64_t epoch);
 
+/* Standby to primary in place (no replay: the engine holds what the log
+ * says): syncs and closes the followed segment, takes back the -f mode
+ * given, sets where job ids go on (as after a replay) and opens epoch in a
+ * new segment with a checkpoint. 0, or -errno (logged; b is still a
+ * follower). */
+int bq_binlog_become_primary(bq_binlog_t *b, uint64_t epoch, bq_now_t now);
+
+/* Primary to standby in place: writes and syncs what was logged, closes the
+ * current segment; the next bq_binlog_follow_segment opens one. Close every
+ * client of the engine first (a follower's engine holds no reservation).
+ * 0, or -errno (the write or sync failed and is retried: try again). */
+int bq_binlog_become_follower(bq_binlog_t *b);
+
 /* The number of the current segment (the `file` of records applied now). */
 uint32_t bq_binlog_current_file(const bq_binlog_t *b);
 

@@ -26,7 +26,8 @@ struct bq_binlog {
     uv_loop_t *loop;
     bq_engine_t *engine;
     bq_binlog_config_t cfg;
-    seg_t *segs; /* on disk, oldest first; the last one is current */
+    bq_binlog_sync_t primary_sync; /* the -f mode as given (a follower syncs always) */
+    seg_t *segs;                   /* on disk, oldest first; the last one is current */
     size_t nsegs, segcap;
     uint64_t total; /* bytes of every segment on disk */
     int fd;         /* the current segment */
@@ -83,6 +84,10 @@ static inline seg_t *bq__binlog_current(bq_binlog_t *b)
  * records logged). 0 or -errno. */
 int bq__binlog_create_segment(bq_binlog_t *b, uint64_t seq, bool checkpoint, bq_now_t now);
 
+/* Creates segment seq as the current one and logs its opening records (a
+ * checkpoint). 0 or -errno. */
+int bq__binlog_open_segment(bq_binlog_t *b, uint64_t seq, bq_now_t now);
+
 /* Writes the pending batch (unless the log is failing) and applies the
  * fsync policy. */
 void bq__binlog_flush(bq_binlog_t *b);
@@ -94,9 +99,9 @@ int bq__binlog_ensure_batch(bq_binlog_t *b, size_t need);
  * thread. 0, or -1 (a retry is scheduled). */
 int bq__binlog_sync_before_rotation(bq_binlog_t *b);
 
-/* The previous current segment (fd, its data end and preallocation) is
+/* Segment old (fd, its data end and preallocation), current until now, is
  * closed: trims its zero tail and closes fd unless an fsync still uses it. */
-void bq__binlog_retire(bq_binlog_t *b, int fd, uint64_t end, uint64_t prealloc);
+void bq__binlog_retire(bq_binlog_t *b, seg_t *old, int fd, uint64_t end, uint64_t prealloc);
 
 /* Removes the oldest segment file (and syncs the directory). */
 void bq__binlog_unlink_oldest(bq_binlog_t *b);

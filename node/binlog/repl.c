@@ -123,7 +123,7 @@ int bq_binlog_follow_segment(bq_binlog_t *b, uint64_t primary_first, uint64_t ep
     }
     b->follow_first = primary_first;
     if (old_fd >= 0)
-        bq__binlog_retire(b, old_fd, old_end, old_prealloc);
+        bq__binlog_retire(b, &b->segs[b->nsegs - 2], old_fd, old_end, old_prealloc);
     follower_compact(b);
     return 0;
 }

@@ -102,6 +102,8 @@ static int start_feeder(bq_cluster_t *c, const bq_repl_config_t *rc)
     return r == 0 ? 0 : -1;
 }
 
+/* The receiver and the client proxy, on every node: a primary that steps
+ * down uses them in place. Started on a standby. */
 static int start_receiver(bq_cluster_t *c, const bq_repl_config_t *rc)
 {
     bq__cluster_sink_init(c);
@@ -109,7 +111,8 @@ static int start_receiver(bq_cluster_t *c, const bq_repl_config_t *rc)
     c->receiver = bq_receiver_new(c->host.loop, rc, &c->sink);
     if (!c->proxy || !c->receiver)
         return -1;
-    bq_receiver_start(c->receiver);
+    if (c->standby)
+        bq_receiver_start(c->receiver);
     return 0;
 }
 
@@ -128,15 +131,15 @@ int bq_cluster_start(bq_cluster_t **out, const bq_cluster_host_t *host, const bq
     if (make_tls(c) != 0)
         return -1;
     repl_config(c, &c->rc);
-    uv_timer_init(c->host.loop, &c->restart);
-    c->restart.data = c;
+    uv_timer_init(c->host.loop, &c->role_timer);
+    c->role_timer.data = c;
     uv_timer_init(c->host.loop, &c->handover.poll);
     c->handover.poll.data = c;
     c->handover.to = -1;
     uv_timer_init(c->host.loop, &c->status);
     c->status.data = c;
     if (bq__cluster_start_failover(c, plan, &c->rc) != 0 || start_feeder(c, &c->rc) != 0 ||
-        (c->standby && start_receiver(c, &c->rc) != 0))
+        start_receiver(c, &c->rc) != 0)
         return -1;
     if (f->status_interval_ms > 0)
         uv_timer_start(&c->status, bq__cluster_on_status, f->status_interval_ms,
@@ -160,7 +163,7 @@ const char *bq_cluster_refusal(const bq_cluster_t *c)
 {
     if (!c || c->standby || !c->feeder)
         return NULL;
-    if (c->restart_why)
+    if (c->role_why)
         return "stepping down";
     if (c->handover.to >= 0)
         return "switchover in progress";
@@ -185,7 +188,7 @@ static uint64_t release_now(bq_cluster_t *c)
     if (c->standby)
         return local;
     /* Fenced, or stepping down: nothing more is acknowledged. */
-    if (!bq_failover_may_ack(c->failover) || c->restart_why || c->handover.promoted)
+    if (!bq_failover_may_ack(c->failover) || c->role_why || c->handover.promoted)
         return c->released;
     uint64_t r = bq_feeder_commit(c->feeder, local, bq_clock_now().mono);
     bq__cluster_log_sync_state(c);
@@ -258,8 +261,8 @@ void bq_cluster_close(bq_cluster_t *c)
     }
     if (c->status.data)
         uv_close((uv_handle_t *)&c->status, NULL);
-    if (c->restart.data)
-        uv_close((uv_handle_t *)&c->restart, NULL);
+    if (c->role_timer.data)
+        uv_close((uv_handle_t *)&c->role_timer, NULL);
     if (c->handover.poll.data)
         uv_close((uv_handle_t *)&c->handover.poll, NULL);
     bq_failover_close(c->failover);

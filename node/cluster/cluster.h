@@ -36,6 +36,10 @@ typedef struct bq_cluster_host {
     bq_binlog_t *binlog;
     bq_listener_t *listener; /* passed on to the process image of a restart */
     void (*released)(void *arg, uint64_t lsn, const char *refusal);
+    /* The node's role changed in place. standby: it stopped being the
+     * primary; the owner must close every local client now (their
+     * reservations are void) before the engine follows a new primary. */
+    void (*role_changed)(void *arg, bool standby);
     void *arg;
 } bq_cluster_host_t;
 

@@ -1,8 +1,7 @@
 /* The node in its elections: node/cluster/failover.c runs them on the loop;
  * here is what they do to the node (our log position, a won election or a
- * step-down restarting the process in its new role, fencing telling the
- * host) and the feeder's messages handed to them (votes, acks, higher
- * epochs). */
+ * step-down changing its role in place (role.c), fencing telling the host)
+ * and the feeder's messages handed to them (votes, acks, higher epochs). */
 #include "node/cluster/internal.h"
 
 #include <inttypes.h>
@@ -18,42 +17,14 @@ static bq_el_pos_t fo_mine(void *arg)
     return (bq_el_pos_t){.epoch = bq_binlog_epoch(b), .lsn = bq_binlog_last_lsn(b)};
 }
 
-static void on_restart(uv_timer_t *t)
-{
-    bq_cluster_t *c = t->data;
-    bq__cluster_restart(c, c->restart_why);
-}
-
-/* Won: restart as the primary of the epoch, with the voters' contact
- * times (the monotonic clock survives exec), a moment later so that a reply
- * already queued (an operator's request) leaves first. */
 static void fo_lead(void *arg)
 {
-    bq_cluster_t *c = arg;
-    const bq_election_t *e = bq_failover_election(c->failover);
-    static char env[32 + 21 * BQ_EL_MAX_VOTERS];
-    int n = snprintf(env, sizeof env, "%" PRIu64 ":", e->epoch);
-    for (size_t i = 0; i < e->cfg.nvoters && n > 0 && (size_t)n < sizeof env; i++)
-        n +=
-            snprintf(env + n, sizeof env - (size_t)n, "%s%" PRId64, i ? "," : "", e->contact_at[i]);
-    setenv("BQ_HA_OFFICE", env, 1);
-    bq_metrics_count(BQ_COUNTER_BECAME_PRIMARY);
-    c->restart_why = "won the election: taking office as primary";
-    uv_timer_start(&c->restart, on_restart, 20, 0);
+    bq__cluster_lead(arg);
 }
 
-/* A primary that steps down restarts a moment later, so that the vote it
- * granted (the reason, often) reaches its candidate; meanwhile it is not
- * primary for the election and acknowledges nothing. */
 static void fo_step_down(void *arg)
 {
-    bq_cluster_t *c = arg;
-    if (c->standby || c->restart_why)
-        return;
-    bq_metrics_count(BQ_COUNTER_BECAME_STANDBY);
-    c->restart_why = "a higher epoch exists: stepping down to standby";
-    uv_timer_start(&c->restart, on_restart, 100, 0);
-    bq__cluster_tell_release(c);
+    bq__cluster_step_down(arg);
 }
 
 static void fo_fence(void *arg)

@@ -2,9 +2,8 @@
  * effect is carried out in the order the rules need: the durable state is
  * saved before any message leaves (a failed save withholds the message and
  * the vote), requests go out through the canvasser, and winning or stepping
- * down hands over to the cluster, which restarts the process in its new
- * role. Time is uv_hrtime (CLOCK_MONOTONIC, the same before and after
- * exec). */
+ * down hands over to the cluster, which changes the node's role in place
+ * (node/cluster/role.c). Time is uv_hrtime (CLOCK_MONOTONIC). */
 #include "node/cluster/failover.h"
 
 #include <errno.h>
@@ -21,8 +20,6 @@
 #include "node/base/counters.h"
 #include "replication/canvass.h"
 #include "replication/handshake.h"
-
-#define OFFICE_ENV "BQ_HA_OFFICE"
 
 struct bq_failover {
     uv_loop_t *loop;
@@ -76,25 +73,6 @@ static const char *voter_name(const bq_failover_t *fo, int v)
 
 /* ---- the plan for this start ---- */
 
-/* BQ_HA_OFFICE = "EPOCH:C0,C1,...": parsed into plan when well formed. */
-static bool parse_office(const char *v, bq_failover_plan_t *p)
-{
-    char *end;
-    errno = 0;
-    unsigned long long e = strtoull(v, &end, 10);
-    if (errno || *end != ':' || e == 0)
-        return false;
-    for (size_t i = 0; i < BQ_EL_MAX_VOTERS; i++)
-        p->contact[i] = INT64_MIN;
-    for (size_t i = 0; i < BQ_EL_MAX_VOTERS && *end; i++) {
-        p->contact[i] = strtoll(end + 1, &end, 10);
-        if (*end != ',' && *end != '\0')
-            return false;
-    }
-    p->office_epoch = e;
-    return true;
-}
-
 /* Whether this node has seen an epoch its log does not hold and did not
  * stand in itself: another node leads a later epoch (this one stepped down,
  * or voted), so starting as primary would fight it. */
@@ -104,18 +82,12 @@ static bool later_epoch_elsewhere(const bq_election_state_t *st, const char *sel
     return st->epoch > logged && strcmp(st->voted_for, self) != 0;
 }
 
-static void decide_plan(const bq_flags_t *f, const bq_election_state_t *st, bool office,
-                        bq_failover_plan_t *p)
+static void decide_plan(const bq_flags_t *f, const bq_election_state_t *st, bq_failover_plan_t *p)
 {
     p->role = f->role;
     p->min_epoch = st->epoch + 1;
     if (f->role == BQ_ROLE_WITNESS) {
         snprintf(p->why, sizeof p->why, "a witness votes and never leads");
-    } else if (office && p->office_epoch == st->epoch && strcmp(st->voted_for, f->node_id) == 0) {
-        p->role = BQ_ROLE_PRIMARY;
-        p->office = true;
-        p->min_epoch = st->epoch;
-        snprintf(p->why, sizeof p->why, "won the election of epoch %" PRIu64, st->epoch);
     } else if (f->failover_auto) {
         p->role = BQ_ROLE_STANDBY;
         snprintf(p->why, sizeof p->why, "automatic failover: the voters elect the primary");
@@ -166,12 +138,9 @@ int bq_failover_plan(const bq_flags_t *f, bq_failover_plan_t *plan)
         free(st);
         return -1;
     }
-    const char *env = getenv(OFFICE_ENV);
-    bool office = env && parse_office(env, plan);
-    unsetenv(OFFICE_ENV);
-    decide_plan(f, st, office, plan);
+    decide_plan(f, st, plan);
     int r = 0;
-    if (!f->failover_auto && plan->role == BQ_ROLE_PRIMARY && !plan->office)
+    if (!f->failover_auto && plan->role == BQ_ROLE_PRIMARY)
         r = probe_peers(f, st, plan);
     free(st);
     return r;
@@ -328,10 +297,7 @@ int bq_failover_start(bq_failover_t **out, uv_loop_t *loop, const bq_flags_t *f,
     fo->timer.data = fo;
     uv_timer_init(loop, &fo->probe);
     fo->probe.data = fo;
-    if (plan->office) {
-        bq_el_init(&fo->el, &ec, fo->st->epoch, (int)repl->npeers, seed, now);
-        eff = bq_el_take_office(el(fo), now, log_epoch, plan->contact);
-    } else if (plan->role == BQ_ROLE_PRIMARY) {
+    if (plan->role == BQ_ROLE_PRIMARY) {
         /* The binlog opened log_epoch (above any epoch stored): take it. */
         bq_el_init(&fo->el, &ec, log_epoch - 1, -1, seed, now);
         eff = bq_el_assume(el(fo), now);
@@ -345,11 +311,11 @@ int bq_failover_start(bq_failover_t **out, uv_loop_t *loop, const bq_flags_t *f,
     bq_el_raise_floor(&fo->el,
                       (bq_el_pos_t){.epoch = fo->st->floor_epoch, .lsn = fo->st->floor_lsn});
     if (plan->role == BQ_ROLE_PRIMARY && fo->el.role != BQ_EL_PRIMARY) {
-        bq_log(BQ_LOG_ERROR, "cannot take office: the log's epoch is not the one won",
-               "won=%" PRIu64 " log=%" PRIu64, plan->office_epoch, log_epoch);
+        bq_log(BQ_LOG_ERROR, "cannot start as primary: the election refuses the log's epoch",
+               "log=%" PRIu64, log_epoch);
         return -1;
     }
-    /* Already in its role: LEAD needs no restart. */
+    /* Already in its role: LEAD changes nothing at a start. */
     return apply(fo, eff & ~(unsigned)BQ_EL_LEAD) ? 0 : -1;
 }
 

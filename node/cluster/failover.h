@@ -3,12 +3,9 @@
  * DIR/election (node/cluster/election_store.h), vote requests sent through
  * replication/canvass.h and answered through the feeder's hooks.
  *
- * A role change restarts the process image on the same binlog (as a resync
- * install does): the winner of an election re-executes itself as the
- * primary of the epoch it won, a primary that learns of a higher epoch
- * re-executes itself as a standby. The plan for the next start travels in
- * the environment (BQ_HA_OFFICE) and is believed only when DIR/election
- * agrees with it. */
+ * A won election or a step-down goes to the hooks, which change the node's
+ * role in place (node/cluster/role.c): no restart, no replay. At a start,
+ * the plan decides the role from the flags and DIR/election. */
 #ifndef BQ_NODE_FAILOVER_H
 #define BQ_NODE_FAILOVER_H
 
@@ -22,15 +19,12 @@
 #include "replication/election.h"
 #include "replication/repl.h"
 
-/* How this start goes, decided from the flags, DIR/election and the
- * environment before the binlog opens. */
+/* How this start goes, decided from the flags and DIR/election before the
+ * binlog opens. */
 typedef struct bq_failover_plan {
     bq_role_t role;     /* what the node starts as */
     uint64_t min_epoch; /* primary: the epoch it opens is at least this */
-    bool office;        /* primary of an epoch it won before re-executing */
-    uint64_t office_epoch;
-    int64_t contact[BQ_EL_MAX_VOTERS]; /* the voters' contact times when it won */
-    char why[160];                     /* a start-up line for the log */
+    char why[160];      /* a start-up line for the log */
 } bq_failover_plan_t;
 
 /* Decides *plan for flags f (a node in cluster mode). -1 when DIR/election
@@ -42,10 +36,10 @@ typedef struct bq_failover bq_failover_t;
 typedef struct bq_failover_hooks {
     /* The node's log position (last epoch, last LSN). */
     bq_el_pos_t (*mine)(void *arg);
-    /* It won epoch: restart as its primary. */
+    /* It won epoch: become its primary (in place). */
     void (*lead)(void *arg);
-    /* It was primary and must not be any more (a higher epoch): restart as
-     * a standby. */
+    /* It was primary and must not be any more (a higher epoch): become a
+     * standby (in place). */
     void (*step_down)(void *arg);
     /* Whether it may acknowledge writes changed (fencing). */
     void (*fence)(void *arg);
@@ -82,7 +76,7 @@ uint64_t bq_failover_kept_floor(const bq_failover_t *fo, uint64_t epoch);
 
 /* An operator or a switchover asks this node to stand now. force: become
  * primary without votes (may lose acknowledged writes; logged as such).
- * 0 when started (the outcome follows: a restart as primary, or nothing),
+ * 0 when started (the outcome follows: primary in place, or nothing),
  * -1 with a reason in why. */
 int bq_failover_promote(bq_failover_t *fo, bool force, char *why, size_t whylen);
 

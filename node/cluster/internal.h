@@ -19,9 +19,9 @@ struct bq_cluster {
     const bq_flags_t *f;
     char **argv;
     bool standby, closing;
-    bq_repl_config_t rc; /* the transport's view of the cluster */
-    uv_timer_t restart;  /* a role change waits for replies to leave */
-    const char *restart_why;
+    bq_repl_config_t rc;   /* the transport's view of the cluster */
+    uv_timer_t role_timer; /* a role change runs from the loop, not inside a callback */
+    const char *role_why;  /* a role change is pending (writes are refused meanwhile) */
     struct {
         int to;           /* the target's peer index; -1: none in progress */
         bool promoted;    /* Promote sent: nothing more is acknowledged */
@@ -55,8 +55,15 @@ struct bq_cluster {
 void bq__cluster_tell_release(bq_cluster_t *c);
 
 /* Replaces the process image with a new start on the same flags (the
- * directory lock goes with the old image); never returns (cluster.c). */
+ * directory lock goes with the old image), to install a downloaded
+ * resync; never returns (cluster.c). */
 void bq__cluster_restart(bq_cluster_t *c, const char *why);
+
+/* The election was won: this node becomes the primary of its epoch in
+ * place, or stepped down: it becomes a standby in place (role.c). Each
+ * sets role_why and runs from the loop a moment later. */
+void bq__cluster_lead(bq_cluster_t *c);
+void bq__cluster_step_down(bq_cluster_t *c);
 
 /* Fills c->log with the binlog seen as replication's log (log_sink.c). */
 void bq__cluster_log_init(bq_cluster_t *c);

@@ -39,7 +39,7 @@ static void on_handover_poll(uv_timer_t *t)
     bq_cluster_t *c = t->data;
     int64_t now = bq_clock_now().mono;
     size_t to = (size_t)c->handover.to;
-    if (c->restart_why) {
+    if (c->role_why || c->standby) {
         handover_end(c, 200, "switched over: this node follows the new primary");
         return;
     }
@@ -58,8 +58,8 @@ static void on_handover_poll(uv_timer_t *t)
                      "resumed here");
         return;
     }
-    /* After Promote the target drops its link to restart as primary and
-     * asks for our vote at once; silent for a timeout, it died. */
+    /* After Promote the target stands at once, and drops its link once it
+     * has won; silent for a timeout, it died. */
     if (c->handover.promoted && sb.connected)
         c->handover.lost_at = 0;
     else if (c->handover.promoted && c->handover.lost_at == 0)
@@ -93,7 +93,7 @@ int bq_cluster_switchover(bq_cluster_t *c, const char *to, bq_cluster_done_cb do
         bq_feeder_standby(c->feeder, (size_t)peer, bq_clock_now().mono, &sb);
     if (c->standby || !c->feeder)
         snprintf(why, whylen, "this node is not the primary");
-    else if (c->handover.to >= 0 || c->restart_why)
+    else if (c->handover.to >= 0 || c->role_why)
         snprintf(why, whylen, "a switchover is already in progress");
     else if (peer < 0)
         snprintf(why, whylen, "%s is not a peer of this node", to);

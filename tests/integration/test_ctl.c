@@ -978,7 +978,7 @@ static void status_switchover_promote_on_a_real_cluster(void **state)
     if (r.code != 0)
         fail_msg("promote on n2: exit %d: %s%s", r.code, r.out, r.err);
     run_free(&r);
-    bqc_wait_log(c, 1, "cluster start", "role=primary", 1, BQC_WAIT_MS);
+    bqc_wait_log(c, 1, "role change in place", "role=primary", 1, BQC_WAIT_MS);
     bqc_start(c, 0, primary);
     bqc_wait_log(c, 0, "cluster start", "n2 leads", 1, BQC_WAIT_MS);
     wait_settled(c, 1, &v);

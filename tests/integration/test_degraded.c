@@ -516,7 +516,7 @@ static void witness_new_primary_dies_before_writes(void **state)
     bqw_wait_acks(s->w, 100);
     bqw_stop(s->w);
     bqw_node_kill(s->w, p);
-    bqc_wait_log(s->c, b, "cluster start", "role=primary", 1, BQC_WAIT_MS);
+    bqc_wait_log(s->c, b, "role change in place", "role=primary", 1, BQC_WAIT_MS);
     char heard[64];
     snprintf(heard, sizeof heard, "primary=%s", name_of(s, b));
     bqc_wait_log(s->c, 2, "replication: following the primary", heard, 1, BQC_WAIT_MS);

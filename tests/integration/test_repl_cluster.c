@@ -1295,7 +1295,7 @@ static void promote_after_the_primary_died(void **state)
     bqt_wait_until(promote_tried, &t, WAIT_MS);
     if (t.status != 202)
         fail_msg("promote answered %d: %s", t.status, t.body);
-    wait_log(s, B, "cluster start", "role=primary", 1);
+    wait_log(s, B, "role change in place", "role=primary", 1);
     /* The old primary comes back with its old command line, --role=primary:
      * its start-up probe hears that b leads, so it starts as a standby and
      * follows b: b has a standby in sync again and takes writes. */

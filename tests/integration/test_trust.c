@@ -362,7 +362,7 @@ static size_t other_than(size_t p)
 
 static size_t step_downs(trust_t *s, size_t i)
 {
-    return bqc_log_count(s->c, i, "restarting", "stepping down");
+    return bqc_log_count(s->c, i, "role change in place", "role=standby");
 }
 
 /* GET path from node i's admin API in plaintext (loopback): its status,

@@ -581,8 +581,6 @@ static void test_manual_mode(void **state)
     assert_true(bq_el_may_ack(&e, 5));
 }
 
-/* After a restart into office: primary of the epoch it won, in contact with
- * its voters as it was when it won; refused for an epoch it did not win. */
 /* A higher epoch told by any message is adopted; a primary steps down. */
 static void test_on_epoch(void **state)
 {
@@ -596,29 +594,6 @@ static void test_on_epoch(void **state)
     assert_int_equal(e.voted_for, -1);
     assert_int_equal(e.role, BQ_EL_FOLLOWER);
     assert_false(bq_el_may_ack(&e, 10 * T + 6));
-}
-
-static void test_take_office(void **state)
-{
-    (void)state;
-    bq_election_t e;
-    bq_el_config_t c = config(3, 2, true, true);
-    int64_t contact[3] = {10 * T, INT64_MIN, 10 * T};
-    bq_el_init(&e, &c, 4, -1, 1, 11 * T);
-    assert_int_equal(bq_el_take_office(&e, 11 * T, 4, contact), 0); /* no vote for itself */
-    bq_el_init(&e, &c, 4, 2, 1, 11 * T);
-    assert_int_equal(bq_el_take_office(&e, 11 * T, 3, contact), 0); /* another epoch */
-    assert_int_equal(e.role, BQ_EL_FOLLOWER);
-    assert_int_equal(bq_el_take_office(&e, 11 * T, 4, contact), BQ_EL_LEAD | BQ_EL_NEW_PRIMARY);
-    assert_int_equal(e.role, BQ_EL_PRIMARY);
-    assert_int_equal(e.primary, 2);
-    /* Voter 0 counts from when it voted: fenced a timeout after that. */
-    assert_true(bq_el_may_ack(&e, 10 * T + T - 1));
-    assert_false(bq_el_may_ack(&e, 10 * T + T));
-    /* A witness cannot take office. */
-    c = config(3, 2, false, true);
-    bq_el_init(&e, &c, 4, 2, 1, 11 * T);
-    assert_int_equal(bq_el_take_office(&e, 11 * T, 4, contact), 0);
 }
 
 static void test_single_voter(void **state)
@@ -1290,7 +1265,6 @@ int main(void)
         cmocka_unit_test(test_below_floor_does_not_stand),
         cmocka_unit_test(test_epoch_ceiling),
         cmocka_unit_test(test_bad_indices),
-        cmocka_unit_test(test_take_office),
         cmocka_unit_test(test_on_epoch),
         cmocka_unit_test(test_sim_three),
         cmocka_unit_test(test_sim_five),
