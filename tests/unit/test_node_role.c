@@ -1,0 +1,362 @@
+/* Unit tests of node/binlog/role.c, the binlog's role changes in place.
+ *
+ * A follower binlog in a mkdtemp directory takes a primary's stream the way
+ * a standby does (node/cluster/log_sink.c): the records of an engine that
+ * logged every kind of change (engine_history.h) become frames, appended
+ * with bq_binlog_follow_segment/_frames and applied to the follower's own
+ * engine with bq_engine_apply. The follower then becomes the primary with
+ * no replay, and its engine must equal, field for field (h_dump: every job,
+ * state, priority, deadline, counter, segment, tube pause, id position), a
+ * fresh replay of its directory, and the durable state of the engine that
+ * wrote the records. As primary it takes commands whose records go to a new
+ * epoch's segment; it becomes a follower again, and a replay of the
+ * directory still equals its engine, segment by segment. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "engine_harness.h"
+#include "engine_history.h"
+#include "node/binlog/binlog.h"
+#include "node/binlog/replay.h"
+#include "protocol/frame.h"
+
+typedef struct fixture {
+    char dir[64];
+    uv_loop_t loop;
+    bq_binlog_t *b;
+    harness_t *h; /* the follower's engine, its log hooks on b */
+} fixture_t;
+
+/* The binlogs the wrapped hooks write to: the follower's, and a restarted
+ * copy's (the engine's hook arg is its harness). */
+static bq_binlog_t *hooked, *hooked_copy;
+
+static bq_room_t room_hook(void *arg, size_t bytes, bool is_delete)
+{
+    (void)arg;
+    return bq_binlog_room(hooked, bytes, is_delete);
+}
+
+static uint32_t log_hook(void *arg, const bq_log_entry_t *entry)
+{
+    (void)arg;
+    return bq_binlog_log(hooked, entry);
+}
+
+static bq_room_t room_hook_copy(void *arg, size_t bytes, bool is_delete)
+{
+    (void)arg;
+    return bq_binlog_room(hooked_copy, bytes, is_delete);
+}
+
+static uint32_t log_hook_copy(void *arg, const bq_log_entry_t *entry)
+{
+    (void)arg;
+    return bq_binlog_log(hooked_copy, entry);
+}
+
+/* A harness whose engine logs through room and log. */
+static harness_t *hooked_harness(bq_room_t (*room)(void *, size_t, bool),
+                                 uint32_t (*log)(void *, const bq_log_entry_t *))
+{
+    harness_t *h = h_new(0);
+    bq_engine_free(h->e);
+    bq_engine_hooks_t hooks = {.send = h_hook_send,
+                               .wake = h_hook_wake,
+                               .server_info = h_hook_info,
+                               .log_room = room,
+                               .log = log,
+                               .arg = h};
+    bq_engine_config_t ec = {BQ_MAX_JOB_SIZE_DEFAULT};
+    h->e = bq_engine_new(&ec, &hooks);
+    assert_non_null(h->e);
+    return h;
+}
+
+/* Copies every file of dir into a new directory (returned, malloc'd). */
+static char *copy_dir(const char *dir)
+{
+    char *to = malloc(64);
+    assert_non_null(to);
+    snprintf(to, 64, "%s.copy", dir);
+    assert_int_equal(mkdir(to, 0700), 0);
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        char from[512], dst[512], buf[65536];
+        if (de->d_name[0] == '.' || strcmp(de->d_name, "lock") == 0)
+            continue;
+        snprintf(from, sizeof from, "%s/%s", dir, de->d_name);
+        snprintf(dst, sizeof dst, "%s/%s", to, de->d_name);
+        FILE *in = fopen(from, "rb"), *out = fopen(dst, "wb");
+        assert_true(in && out);
+        size_t n;
+        while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+            assert_int_equal(fwrite(buf, 1, n, out), n);
+        fclose(in);
+        fclose(out);
+    }
+    closedir(d);
+    return to;
+}
+
+static void remove_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    char path[512];
+    while (d && (de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        unlink(path);
+    }
+    if (d)
+        closedir(d);
+    rmdir(dir);
+}
+
+/* Runs the loop until every record written is durable (the fsync thread). */
+static void settle(fixture_t *fx)
+{
+    for (int i = 0; i < 5000; i++) {
+        bq_binlog_turn(fx->b, fx->h->now);
+        if (bq_binlog_durable_lsn(fx->b) >= bq_binlog_last_lsn(fx->b))
+            return;
+        uv_run(&fx->loop, UV_RUN_ONCE);
+    }
+    fail_msg("the binlog never became durable up to %llu",
+             (unsigned long long)bq_binlog_last_lsn(fx->b));
+}
+
+static int setup(void **state)
+{
+    fixture_t *fx = calloc(1, sizeof *fx);
+    assert_non_null(fx);
+    snprintf(fx->dir, sizeof fx->dir, "%s/bq-role.XXXXXX",
+             access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
+    assert_non_null(mkdtemp(fx->dir));
+    assert_int_equal(uv_loop_init(&fx->loop), 0);
+    bq_binlog_config_t cfg = {.dir = fx->dir,
+                              .seg_size = 4096,
+                              .sync = BQ_BINLOG_SYNC_TIMED, /* a follower syncs at once anyway */
+                              .fsync_ms = 50,
+                              .follower = true,
+                              .node_id = "b",
+                              .cluster_id = "c"};
+    assert_int_equal(bq_binlog_open(&fx->b, &fx->loop, &cfg), 0);
+    hooked = fx->b;
+    fx->h = hooked_harness(room_hook, log_hook);
+    assert_int_equal(bq_binlog_start(fx->b, fx->h->e, fx->h->now), 0);
+    *state = fx;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture_t *fx = *state;
+    bq_binlog_stop(fx->b);
+    uv_run(&fx->loop, UV_RUN_DEFAULT);
+    bq_binlog_free(fx->b);
+    h_done(fx->h);
+    uv_loop_close(&fx->loop);
+    remove_dir(fx->dir);
+    free(fx);
+    return 0;
+}
+
+/* The follower takes records [from, to) of w as the primary's stream of
+ * epoch, in a primary segment starting at first, and applies them. */
+static void follow(fixture_t *fx, const harness_t *w, size_t from, size_t to, uint64_t first,
+                   uint64_t epoch)
+{
+    assert_int_equal(bq_binlog_follow_segment(fx->b, first, epoch, fx->h->now), 0);
+    for (size_t i = from; i < to; i++) {
+        const h_record_t *r = &w->log->recs[i];
+        uint8_t *f = malloc(BQ_FRAME_HEADER + r->len);
+        assert_non_null(f);
+        uint64_t lsn = bq_binlog_last_lsn(fx->b) + 1;
+        bq_frame_header(f, lsn, epoch, r->data, (uint32_t)r->len);
+        memcpy(f + BQ_FRAME_HEADER, r->data, r->len);
+        assert_int_equal(bq_binlog_follow_frames(fx->b, f, BQ_FRAME_HEADER + r->len, lsn, epoch),
+                         0);
+        assert_int_equal(
+            bq_engine_apply(fx->h->e, r->data, r->len, bq_binlog_current_file(fx->b), fx->h->now),
+            0);
+        free(f);
+    }
+    settle(fx);
+}
+
+/* A fresh engine that replayed the directory at the follower's time. */
+static harness_t *replayed(const fixture_t *fx, bq_replay_result_t *res)
+{
+    harness_t *r = h_new(0);
+    r->now = fx->h->now;
+    assert_int_equal(bq_replay(fx->dir, r->e, r->now, false, res), 0);
+    h_check(r);
+    return r;
+}
+
+/* Asserts that a and b dump the same (flags as h_dump's). */
+static void same(const harness_t *a, const harness_t *b, int flags)
+{
+    char *da = h_dump(a, flags), *db = h_dump(b, flags);
+    if (strcmp(da, db) != 0)
+        fail_msg("states differ:\n%s---\n%s", da, db);
+    free(da);
+    free(db);
+}
+
+/* What a start as primary of epoch on a copy of dir gives (the old way of a
+ * role change: re-exec and replay), at now: the engine's harness, after
+ * the copy's binlog was freed. */
+static harness_t *restarted_as_primary(const char *dir, uint64_t epoch, bq_now_t now)
+{
+    char *copy = copy_dir(dir);
+    uv_loop_t loop;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    bq_binlog_config_t cfg = {.dir = copy,
+                              .seg_size = 4096,
+                              .sync = BQ_BINLOG_SYNC_ALWAYS,
+                              .new_epoch = true,
+                              .min_epoch = epoch,
+                              .node_id = "b",
+                              .cluster_id = "c"};
+    assert_int_equal(bq_binlog_open(&hooked_copy, &loop, &cfg), 0);
+    harness_t *h = hooked_harness(room_hook_copy, log_hook_copy);
+    h->now = now;
+    assert_int_equal(bq_binlog_start(hooked_copy, h->e, now), 0);
+    bq_binlog_turn(hooked_copy, now);
+    bq_binlog_stop(hooked_copy);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    bq_binlog_free(hooked_copy);
+    uv_loop_close(&loop);
+    remove_dir(copy);
+    free(copy);
+    return h;
+}
+
+/* A standby that followed two primary segments becomes the primary of
+ * epoch 2 in place: its engine is, in every field, what a start as primary
+ * on the same directory gives (replay, new epoch), what a replay of its
+ * directory afterwards gives, and the writer's durable state. */
+static void promotion_equals_a_fresh_replay(void **state)
+{
+    fixture_t *fx = *state;
+    harness_t *w = every_kind();
+    fx->h->now = w->now;
+    size_t half = w->log->n / 2;
+    follow(fx, w, 0, half, 1, 1);
+    follow(fx, w, half, w->log->n, half + 1, 1);
+    uint64_t last = bq_binlog_last_lsn(fx->b);
+    assert_int_equal(last, w->log->n);
+    fx->h->now.mono += H_S(1); /* time passes between the stream and the election */
+    fx->h->now.wall += H_S(1);
+    harness_t *old_way = restarted_as_primary(fx->dir, 2, fx->h->now);
+    assert_int_equal(bq_binlog_become_primary(fx->b, 2, fx->h->now), 0);
+    settle(fx);
+    assert_int_equal(bq_binlog_epoch(fx->b), 2);
+    assert_true(bq_binlog_last_lsn(fx->b) > last); /* the new segment's checkpoint */
+    h_check(fx->h);
+
+    bq_replay_result_t res;
+    harness_t *r = replayed(fx, &res);
+    assert_int_equal(res.last_lsn, bq_binlog_last_lsn(fx->b));
+    assert_int_equal(res.last_epoch, 2);
+    /* Where ids go on: as a primary started on this directory would. */
+    bq_engine_resume_ids(r->e, false);
+    same(fx->h, old_way, 0);
+    same(fx->h, r, 0);
+    same(fx->h, w, H_DUMP_DURABLE | H_DUMP_NO_RESERVES);
+    h_done(old_way);
+    h_done(r);
+    h_done(w);
+}
+
+/* As primary it logs commands in epoch 2; demoted, it syncs and closes its
+ * segment, then follows epoch 3 from the next LSN; replay still equals it. */
+static void primary_then_follower_again(void **state)
+{
+    fixture_t *fx = *state;
+    harness_t *w = every_kind();
+    fx->h->now = w->now;
+    follow(fx, w, 0, w->log->n, 1, 1);
+    assert_int_equal(bq_binlog_become_primary(fx->b, 2, fx->h->now), 0);
+    int c = h_open(fx->h);
+    uint64_t id = h_put(fx->h, c, 3, 0, 60, "after the promotion");
+    assert_true(id > 0);
+    jobcmd(fx->h, c, "delete", 1, "", "DELETED\r\n");
+    h_cmd(fx->h, c, "pause-tube default 30\r\n", "PAUSED\r\n");
+    settle(fx);
+    /* Demoted: its clients close first (the node does), then the log. */
+    h_close(fx->h, c);
+    assert_int_equal(bq_binlog_become_follower(fx->b), 0);
+    uint64_t last = bq_binlog_last_lsn(fx->b);
+    assert_int_equal(bq_binlog_durable_lsn(fx->b), last);
+    bq_replay_result_t res;
+    harness_t *r = replayed(fx, &res);
+    assert_int_equal(res.last_lsn, last);
+    same(fx->h, r, H_DUMP_DURABLE);
+    h_done(r);
+    /* The new primary's stream goes on from the next LSN in epoch 3. */
+    harness_t *w3 = h_new_logged(0);
+    w3->now = fx->h->now;
+    int c3 = h_open(w3);
+    h_put(w3, c3, 1, 0, 60, "from the new primary");
+    follow(fx, w3, 0, w3->log->n, last + 1, 3);
+    assert_int_equal(bq_binlog_epoch(fx->b), 3);
+    r = replayed(fx, &res);
+    assert_int_equal(res.last_epoch, 3);
+    same(fx->h, r, H_DUMP_DURABLE);
+    h_done(r);
+    h_close(w3, c3);
+    h_done(w3);
+    h_done(w);
+}
+
+/* An epoch the log has reached cannot be opened: the binlog stays a
+ * follower and goes on following. */
+static void promotion_to_a_reached_epoch_is_refused(void **state)
+{
+    fixture_t *fx = *state;
+    harness_t *w = every_kind();
+    fx->h->now = w->now;
+    follow(fx, w, 0, w->log->n, 1, 4);
+    assert_int_equal(bq_binlog_become_primary(fx->b, 4, fx->h->now), -ERANGE);
+    assert_int_equal(bq_binlog_become_primary(fx->b, 3, fx->h->now), -ERANGE);
+    assert_int_equal(bq_binlog_epoch(fx->b), 4);
+    uint64_t last = bq_binlog_last_lsn(fx->b);
+    harness_t *w2 = h_new_logged(0);
+    w2->now = fx->h->now;
+    int c2 = h_open(w2);
+    h_put(w2, c2, 1, 0, 60, "still following");
+    follow(fx, w2, 0, w2->log->n, last + 1, 4);
+    assert_int_equal(bq_binlog_last_lsn(fx->b), last + w2->log->n);
+    h_close(w2, c2);
+    h_done(w2);
+    h_done(w);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(promotion_equals_a_fresh_replay, setup, teardown),
+        cmocka_unit_test_setup_teardown(primary_then_follower_again, setup, teardown),
+        cmocka_unit_test_setup_teardown(promotion_to_a_reached_epoch_is_refused, setup, teardown),
+    };
+    return cmocka_run_group_tests_name("node_role", tests, NULL, NULL);
+}
