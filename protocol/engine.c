@@ -1,5 +1,6 @@
 /* Engine lifetime and settings: creation with the `default` tube, teardown
- * of everything still alive, drain mode and the job size limit. The
+ * of everything still alive, a reset to that first state, drain mode and
+ * the job size limit. The
  * commands live in commands.c and put.c, the timers in timers.c. */
 #include "protocol/engine_internal.h"
 
@@ -36,10 +37,9 @@ static void free_jobs(bq_heap_t *h)
     h->len = 0;
 }
 
-void bq_engine_free(bq_engine_t *e)
+/* Frees everything e holds, not e itself. */
+static void free_contents(bq_engine_t *e)
 {
-    if (!e)
-        return;
     /* With every client closed, no job is reserved and no tube is watched:
      * each job sits in one heap of its tube. */
     while (e->ntubes) {
@@ -57,7 +57,28 @@ void bq_engine_free(bq_engine_t *e)
     bq_heap_free(&e->client_timers);
     free(e->tube_hash);
     free(e->tubes);
+}
+
+void bq_engine_free(bq_engine_t *e)
+{
+    if (!e)
+        return;
+    free_contents(e);
     free(e);
+}
+
+int bq_engine_reset(bq_engine_t *e)
+{
+    bq_engine_config_t cfg = {.max_job_size = e->max_job_size};
+    bq_engine_t *fresh = bq_engine_new(&cfg, &e->hooks);
+    if (!fresh)
+        return -1;
+    bool draining = e->draining;
+    free_contents(e);
+    *e = *fresh; /* nothing inside points back at the engine */
+    free(fresh);
+    e->draining = draining;
+    return 0;
 }
 
 void bq_engine_set_draining(bq_engine_t *e, bool draining)

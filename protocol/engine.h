@@ -107,6 +107,11 @@ bq_engine_t *bq_engine_new(const bq_engine_config_t *cfg, const bq_engine_hooks_
 /* Frees the engine with every job and tube. Close every client first. */
 void bq_engine_free(bq_engine_t *e);
 
+/* Empties e back to what bq_engine_new made (its hooks, -z and drain mode
+ * kept; counters reset), for a log that is replayed again. Close every
+ * client first. 0, or -1 when out of memory (e unchanged). */
+int bq_engine_reset(bq_engine_t *e);
+
 /* Sets drain mode: `put` answers DRAINING, everything else works. */
 void bq_engine_set_draining(bq_engine_t *e, bool draining);
 

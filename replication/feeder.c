@@ -128,8 +128,11 @@ static int send_welcome(conn_t *c, const bq_hs_decision_t *d, uint64_t last)
     w.node_id = (char *)f->cfg.repl.node_id;
     w.epoch = f->log->epoch(f->log->arg);
     w.last_lsn = last;
-    w.start = d->action == BQ_HS_RESUME ? BQ__REPL__START__RESUME : BQ__REPL__START__RESYNC;
+    w.start = d->action == BQ_HS_RESUME ? BQ__REPL__START__RESUME
+              : d->action == BQ_HS_CUT  ? BQ__REPL__START__CUT
+                                        : BQ__REPL__START__RESYNC;
     w.start_lsn = d->start_lsn;
+    w.cut_after = d->action == BQ_HS_CUT ? d->cut_after : 0;
     w.client_host = (char *)(f->cfg.client_host ? f->cfg.client_host : "");
     w.client_port = f->cfg.client_port ? (uint32_t)atoi(f->cfg.client_port) : 0;
     m.body_case = BQ__REPL__MESSAGE__BODY_WELCOME;
@@ -286,12 +289,16 @@ static void on_hello(conn_t *c, const Bq__Repl__Hello *h)
         return;
     }
     s->resyncing = d.action == BQ_HS_RESYNC;
-    bq_commit_connected(&f->commit, (size_t)i, s->resyncing ? 0 : h->last_lsn, mono_now());
+    bq_commit_connected(&f->commit, (size_t)i, s->resyncing ? 0 : d.start_lsn - 1, mono_now());
     bq_report(BQ_REPORT_INFO, "replication: standby connected",
-              "standby=%s peer=%s security=%s start=%s from_lsn=%llu last_lsn=%llu", h->node_id,
-              bq_link_peer_addr(c->link), bq_link_security(c->link),
-              s->resyncing ? "resync" : "resume", (unsigned long long)d.start_lsn,
-              (unsigned long long)last);
+              "standby=%s peer=%s security=%s start=%s from_lsn=%llu last_lsn=%llu "
+              "standby_last_lsn=%llu",
+              h->node_id, bq_link_peer_addr(c->link), bq_link_security(c->link),
+              s->resyncing            ? "resync"
+              : d.action == BQ_HS_CUT ? "cut"
+                                      : "resume",
+              (unsigned long long)d.start_lsn, (unsigned long long)last,
+              (unsigned long long)h->last_lsn);
     pump(c);
     committed(f);
 }

@@ -11,16 +11,19 @@
 bq_follow_status_t bq_follow_welcome(bq_follow_t *f, uint64_t last_epoch, uint64_t last_lsn,
                                      const Bq__Repl__Welcome *w)
 {
-    bool resume = w->start == BQ__REPL__START__RESUME;
+    bool resume = w->start == BQ__REPL__START__RESUME, cut = w->start == BQ__REPL__START__CUT;
 
-    if (!resume && w->start != BQ__REPL__START__RESYNC)
+    if (!resume && !cut && w->start != BQ__REPL__START__RESYNC)
         return BQ_FOLLOW_BAD_WELCOME;
     if (w->epoch < last_epoch)
         return BQ_FOLLOW_BAD_WELCOME;
-    if (resume ? w->start_lsn != last_lsn + 1 : w->start_lsn < 1)
+    if (resume ? w->start_lsn != last_lsn + 1
+        : cut  ? w->cut_after >= last_lsn || w->start_lsn != w->cut_after + 1
+               : w->start_lsn < 1)
         return BQ_FOLLOW_BAD_WELCOME;
     f->next_lsn = w->start_lsn;
-    /* A resync replaces the standby's log: no epoch of it still counts. */
+    /* A resync replaces the standby's log: no epoch of it still counts; a
+     * cut's is the one of the fork point (bq_follow_cut). */
     f->epoch = resume ? last_epoch : 0;
     f->primary_epoch = w->epoch;
     f->segment_open = false;

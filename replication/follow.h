@@ -31,8 +31,10 @@ typedef struct bq_follow {
 
 /* Checks the Welcome w against the hello this standby sent (last_epoch,
  * last_lsn) and, when it fits, sets f up to follow the stream: RESUME must
- * start at last_lsn + 1, RESYNC anywhere from 1 on; the primary's epoch must
- * be at least last_epoch. */
+ * start at last_lsn + 1, CUT right after a cut_after below last_lsn (the
+ * caller cuts its log there, then sets f->epoch to the epoch of its frame
+ * cut_after), RESYNC anywhere from 1 on; the primary's epoch must be at
+ * least last_epoch. */
 bq_follow_status_t bq_follow_welcome(bq_follow_t *f, uint64_t last_epoch, uint64_t last_lsn,
                                      const Bq__Repl__Welcome *w);
 

@@ -115,6 +115,52 @@ static bool can_resume(const bq_hs_primary_t *p, uint64_t x, uint64_t x_epoch)
     return e >= 0 && (uint64_t)e == x_epoch && x + 1 >= p->segs[0].first_lsn;
 }
 
+/* The last LSN of epoch e in p's log (the one before the first segment of
+ * a later epoch, or its last), and through *first the first retained one;
+ * 0 when p retains no frame of e. */
+static uint64_t primary_range(const bq_hs_primary_t *p, uint64_t e, uint64_t *first)
+{
+    uint64_t lo = 0;
+    bool seen = false;
+    for (size_t i = 0; i < p->nsegs; i++) {
+        if (p->segs[i].epoch == e && !seen) {
+            seen = true;
+            lo = p->segs[i].first_lsn;
+        } else if (p->segs[i].epoch > e) {
+            /* Frames of e end before it; an empty segment of e ends nothing. */
+            uint64_t hi = p->segs[i].first_lsn - 1;
+            *first = lo;
+            return seen && hi >= lo ? hi : 0;
+        }
+    }
+    *first = lo;
+    return seen && p->last_lsn >= lo ? p->last_lsn : 0;
+}
+
+int64_t bq_hs_fork(const bq_hs_primary_t *p, const Bq__Repl__Hello *h)
+{
+    size_t n = h->n_epochs, from = n > BQ_HS_MAX_EPOCHS ? n - BQ_HS_MAX_EPOCHS : 0;
+    /* Epochs and first LSNs must rise (a first LSN may repeat: an epoch
+     * with no frame), up to last_lsn + 1: else believe none of it. */
+    for (size_t i = from; i < n; i++) {
+        const Bq__Repl__EpochStart *s = h->epochs[i], *prev = i > from ? h->epochs[i - 1] : NULL;
+        if (!s || s->first_lsn == 0 || s->first_lsn > h->last_lsn + 1 ||
+            (prev && (s->epoch <= prev->epoch || s->first_lsn < prev->first_lsn)))
+            return -1;
+    }
+    uint64_t end = h->last_lsn; /* the standby's epoch i covers [first_lsn, end] */
+    for (size_t i = n; i-- > from;) {
+        const Bq__Repl__EpochStart *s = h->epochs[i];
+        uint64_t pfirst, plast = primary_range(p, s->epoch, &pfirst);
+        uint64_t lo = s->first_lsn > pfirst ? s->first_lsn : pfirst;
+        uint64_t hi = end < plast ? end : plast;
+        if (plast && lo <= hi)
+            return (int64_t)hi;
+        end = s->first_lsn - 1;
+    }
+    return -1;
+}
+
 void bq_hs_decide(const bq_hs_primary_t *p, const Bq__Repl__Hello *h, bq_hs_decision_t *out)
 {
     memset(out, 0, sizeof(*out));
@@ -124,6 +170,14 @@ void bq_hs_decide(const bq_hs_primary_t *p, const Bq__Repl__Hello *h, bq_hs_deci
     if (can_resume(p, h->last_lsn, h->last_epoch)) {
         out->action = BQ_HS_RESUME;
         out->start_lsn = h->last_lsn + 1;
+        out->seg = segment_of(p, out->start_lsn);
+        return;
+    }
+    int64_t fork = h->can_cut ? bq_hs_fork(p, h) : -1;
+    if (fork >= 0 && (uint64_t)fork < h->last_lsn && (uint64_t)fork + 1 >= p->segs[0].first_lsn) {
+        out->action = BQ_HS_CUT;
+        out->cut_after = (uint64_t)fork;
+        out->start_lsn = (uint64_t)fork + 1;
         out->seg = segment_of(p, out->start_lsn);
         return;
     }

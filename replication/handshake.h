@@ -1,13 +1,21 @@
 /* The primary's answer to a standby's Hello: refuse it, resume the stream
- * after the standby's last LSN, or resync it from the oldest retained
- * segment. Pure: the primary's log is described by its retained segments.
+ * after the standby's last LSN, cut the standby's log back to where it
+ * forked from ours and stream from there, or resync it from the oldest
+ * retained segment. Pure: each log is described by where its epochs begin
+ * (the primary's: its retained segments; the standby's: the epochs its
+ * Hello lists).
  *
  * Every frame of a segment carries the segment's epoch (a new epoch always
  * opens a new segment), so the epoch of any retained LSN is known from the
- * segment list. The standby may resume only when the primary holds the
- * standby's last frame with the same epoch (the two logs agree up to it:
- * same (epoch, LSN) means the same frame, as in Raft) and still holds every
- * frame after it; anything else is a RESYNC, which is always safe. */
+ * segment list. Two logs that hold the same LSN in the same epoch hold the
+ * same frames up to it (one primary per epoch, as in Raft). The standby
+ * resumes when the primary holds its last frame in the same epoch and every
+ * frame after it. Otherwise the fork point is the last LSN at which both
+ * logs have the same epoch: a standby that can cut (its Hello says so)
+ * moves its frames after it aside and the stream goes on from there, when
+ * the primary still holds every frame after it (Kafka's leader-epoch
+ * truncation, PostgreSQL's pg_rewind). Anything else is a RESYNC, which is
+ * always safe. */
 #ifndef BQ_REPL_HANDSHAKE_H
 #define BQ_REPL_HANDSHAKE_H
 
@@ -42,6 +50,7 @@ typedef enum bq_hs_action {
     BQ_HS_REFUSE = 0,
     BQ_HS_RESUME,
     BQ_HS_RESYNC,
+    BQ_HS_CUT, /* the standby cuts its log after cut_after; the stream starts after it */
 } bq_hs_action_t;
 
 typedef struct bq_hs_decision {
@@ -51,7 +60,11 @@ typedef struct bq_hs_decision {
     uint64_t start_lsn;            /* the first frame to send */
     size_t seg;                    /* index in segs of the segment holding start_lsn
                                       (for RESUME at last_lsn + 1: the last one) */
+    uint64_t cut_after;            /* for CUT: the fork point (start_lsn - 1) */
 } bq_hs_decision_t;
+
+/* The most epochs of a standby's Hello that are read (its newest). */
+#define BQ_HS_MAX_EPOCHS 64
 
 /* The identity rules alone: true (and *out a refusal) when hello h has a
  * version other than BQ_REPL_VERSION, another cluster id, a node id that is
@@ -69,5 +82,10 @@ void bq_hs_decide(const bq_hs_primary_t *p, const Bq__Repl__Hello *h, bq_hs_deci
 /* The epoch of frame lsn on p, or -1 when lsn is 0, beyond last_lsn or
  * before the oldest retained segment. */
 int64_t bq_hs_epoch_of(const bq_hs_primary_t *p, uint64_t lsn);
+
+/* The fork point of hello h's log with p's: the last LSN (<= its last_lsn
+ * and p's) that both logs hold in the same epoch, as far as p's retained
+ * segments and h's epochs tell; -1 when none is known. */
+int64_t bq_hs_fork(const bq_hs_primary_t *p, const Bq__Repl__Hello *h);
 
 #endif

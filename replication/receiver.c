@@ -101,6 +101,15 @@ static void on_welcome(bq_receiver_t *r, const Bq__Repl__Welcome *w)
     if (!r->cfg.witness)
         bq_link_set_max_message(r->link, BQ_WIRE_MAX_DEFAULT);
     r->echo = 0;
+    /* A fork: the log is cut back to where it agrees with the primary's. */
+    if (!r->cfg.witness && w->start == BQ__REPL__START__CUT) {
+        if (!k->cut || k->cut(k->arg, w->cut_after) != 0) {
+            drop(r, BQ_REPORT_ERROR, "cannot cut the log at the fork point", NULL);
+            return;
+        }
+        r->follow.epoch = k->last_epoch(k->arg);
+        r->hello_lsn = w->cut_after;
+    }
     r->resyncing = !r->cfg.witness && w->start == BQ__REPL__START__RESYNC;
     r->resync_until = w->last_lsn;
     snprintf(r->primary, sizeof r->primary, "%s", w->node_id);
@@ -115,6 +124,7 @@ static void on_welcome(bq_receiver_t *r, const Bq__Repl__Welcome *w)
         .port = port,
         .security = r->security,
         .resync = r->resyncing,
+        .cut = w->start == BQ__REPL__START__CUT,
         .start_lsn = w->start_lsn,
         .last_lsn = w->last_lsn,
         .epoch = w->epoch,
@@ -252,6 +262,18 @@ static void on_open(bq_link_t *l, void *arg)
     h.last_lsn = r->hello_lsn;
     h.witness = r->cfg.witness;
     h.epoch = k->seen_epoch ? k->seen_epoch(k->arg) : r->hello_epoch;
+    /* Where its epochs begin: a primary on another branch can cut it back
+     * to the fork point instead of resyncing it. */
+    Bq__Repl__EpochStart starts[BQ_HS_MAX_EPOCHS], *ptrs[BQ_HS_MAX_EPOCHS];
+    if (!r->cfg.witness && k->epochs && k->cut) {
+        for (size_t i = 0; i < BQ_HS_MAX_EPOCHS; i++)
+            starts[i] = (Bq__Repl__EpochStart)BQ__REPL__EPOCH_START__INIT;
+        h.n_epochs = k->epochs(k->arg, starts, BQ_HS_MAX_EPOCHS);
+        for (size_t i = 0; i < h.n_epochs; i++)
+            ptrs[i] = &starts[i];
+        h.epochs = ptrs;
+        h.can_cut = true;
+    }
     m.body_case = BQ__REPL__MESSAGE__BODY_HELLO;
     m.hello = &h;
     r->state = HELLO;

@@ -27,6 +27,7 @@ typedef struct bq_repl_primary {
     const char *port;
     const char *security; /* the link's protocol: "TLSv1.3" etc. */
     bool resync;          /* the stream starts with a full resync */
+    bool cut;             /* the log was cut back to the fork point (start_lsn - 1) */
     uint64_t start_lsn;   /* the first record the stream carries */
     uint64_t last_lsn;    /* the primary's last record at its Welcome */
     uint64_t epoch;       /* the primary's epoch */
@@ -50,6 +51,13 @@ typedef struct bq_repl_sink {
     /* Appends and applies checked frames data[0..len) (the last is
      * last_lsn, in epoch). 0 or <0 (the link is dropped). */
     int (*frames)(void *arg, const uint8_t *data, size_t len, uint64_t last_lsn, uint64_t epoch);
+    /* Optional, with cut: where the local log's epochs begin, oldest first
+     * (at most max, the newest), for the Hello; returns how many. */
+    size_t (*epochs)(void *arg, Bq__Repl__EpochStart *out, size_t max);
+    /* Optional: the local log forked from the primary's after lsn: cut it
+     * there (frames after it moved aside) before the stream goes on. 0 or
+     * <0 (the link is dropped). */
+    int (*cut)(void *arg, uint64_t lsn);
     /* A full resync: a new log is downloaded beside the current one. */
     int (*resync_begin)(void *arg);
     int (*resync_segment)(void *arg, uint64_t first_lsn, uint64_t epoch, int64_t created_wall,

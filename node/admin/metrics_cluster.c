@@ -117,7 +117,7 @@ static void event_metrics(bq_prom_t *p)
     counter(p, P "elections_started_total", "elections this node stood in as a candidate",
             BQ_COUNTER_ELECTIONS_STARTED);
     counter(p, P "elections_won_total", "elections this node won", BQ_COUNTER_ELECTIONS_WON);
-    counter2(p, P "role_changes_total", "restarts into another role", "to", "primary",
+    counter2(p, P "role_changes_total", "role changes in place, by the role taken", "to", "primary",
              BQ_COUNTER_BECAME_PRIMARY, "standby", BQ_COUNTER_BECAME_STANDBY);
     counter(p, P "fencings_total", "times this primary lost its majority and stopped acking",
             BQ_COUNTER_FENCINGS);
@@ -126,6 +126,14 @@ static void event_metrics(bq_prom_t *p)
     counter(p, P "forced_promotions_total", "promotions forced on this node (promote --force)",
             BQ_COUNTER_FORCED_PROMOTIONS);
     counter(p, P "resyncs_total", "full resyncs this standby installed", BQ_COUNTER_RESYNCS);
+    bq_prom_family(p, P "rejoins_total", "counter",
+                   "streams this standby began, by where: resume (after its last record), cut "
+                   "(after its log was cut back to the fork point) or resync");
+    bq_prom_labeled(p, "start", "resume", (double)bq_metrics_counter(BQ_COUNTER_REJOINS_RESUME));
+    bq_prom_labeled(p, "start", "cut", (double)bq_metrics_counter(BQ_COUNTER_REJOINS_CUT));
+    bq_prom_labeled(p, "start", "resync", (double)bq_metrics_counter(BQ_COUNTER_REJOINS_RESYNC));
+    counter(p, P "cut_records_total", "records moved aside by cuts back to a fork point",
+            BQ_COUNTER_CUT_RECORDS);
 }
 
 void bq_metrics_cluster(bq_prom_t *p, const bq_cluster_status_t *st)

@@ -45,6 +45,29 @@ static void add_standby(cJSON *arr, const bq_cluster_standby_status_t *sb)
     cJSON_AddItemToArray(arr, o);
 }
 
+/* How the last stream from a primary began: "last_rejoin", null when none. */
+static void add_rejoin(cJSON *doc, const bq_cluster_rejoin_t *r)
+{
+    if (!r->start) {
+        cJSON_AddNullToObject(doc, "last_rejoin");
+        return;
+    }
+    cJSON *o = cJSON_AddObjectToObject(doc, "last_rejoin");
+    if (!o)
+        return;
+    cJSON_AddStringToObject(o, "start", r->start);
+    cJSON_AddStringToObject(o, "primary", r->primary);
+    cJSON_AddNumberToObject(o, "epoch", (double)r->epoch);
+    cJSON_AddNumberToObject(o, "from_lsn", (double)r->from_lsn);
+    cJSON_AddNumberToObject(o, "primary_last_lsn", (double)r->primary_last_lsn);
+    cJSON_AddNumberToObject(
+        o, "records_to_stream",
+        r->primary_last_lsn >= r->from_lsn ? (double)(r->primary_last_lsn - r->from_lsn + 1) : 0.0);
+    cJSON_AddNumberToObject(o, "cut_records", (double)r->cut_records);
+    cJSON_AddNumberToObject(o, "cut_bytes", (double)r->cut_bytes);
+    cJSON_AddNumberToObject(o, "at", (double)r->at_wall_ms / 1000.0);
+}
+
 static void add_sync(cJSON *doc, const bq_cluster_status_t *st)
 {
     cJSON *sync = cJSON_AddObjectToObject(doc, "sync");
@@ -99,6 +122,7 @@ char *bq_admin_status_json(const bq_cluster_status_t *st)
     if (st->not_ready)
         cJSON_AddStringToObject(doc, "not_ready", st->not_ready);
     add_sync(doc, st);
+    add_rejoin(doc, &st->rejoin);
     cJSON *sbs = cJSON_AddArrayToObject(doc, "standbys");
     for (size_t i = 0; sbs && i < st->nstandbys; i++)
         add_standby(sbs, &st->standbys[i]);

@@ -1,6 +1,6 @@
 /* The node's event counters (counters.h): a static array bumped on
  * the loop thread, and its round trip through the environment across the
- * execv of a role change; plus the fixed-bucket latency histogram. */
+ * execv that installs a resync; plus the fixed-bucket latency histogram. */
 #include "node/base/counters.h"
 
 #include <stdio.h>
@@ -19,12 +19,21 @@ static const char *const names[BQ_COUNTERS] = {
     [BQ_COUNTER_SWITCHOVERS_FAILED] = "switchovers_failed",
     [BQ_COUNTER_FORCED_PROMOTIONS] = "forced_promotions",
     [BQ_COUNTER_RESYNCS] = "resyncs",
+    [BQ_COUNTER_REJOINS_RESUME] = "rejoins_resume",
+    [BQ_COUNTER_REJOINS_CUT] = "rejoins_cut",
+    [BQ_COUNTER_REJOINS_RESYNC] = "rejoins_resync",
+    [BQ_COUNTER_CUT_RECORDS] = "cut_records",
 };
 
 void bq_metrics_count(bq_counter_t c)
 {
+    bq_metrics_count_n(c, 1);
+}
+
+void bq_metrics_count_n(bq_counter_t c, uint64_t n)
+{
     if (c < BQ_COUNTERS)
-        counters[c]++;
+        counters[c] += n;
 }
 
 uint64_t bq_metrics_counter(bq_counter_t c)

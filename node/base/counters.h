@@ -17,13 +17,17 @@
 typedef enum bq_counter {
     BQ_COUNTER_ELECTIONS_STARTED,  /* this node stood as a candidate (not a pre-vote) */
     BQ_COUNTER_ELECTIONS_WON,      /* ... and won */
-    BQ_COUNTER_BECAME_PRIMARY,     /* role change: restarts as primary */
-    BQ_COUNTER_BECAME_STANDBY,     /* role change: a primary steps down */
+    BQ_COUNTER_BECAME_PRIMARY,     /* role change in place: became the primary */
+    BQ_COUNTER_BECAME_STANDBY,     /* role change in place: a primary steps down */
     BQ_COUNTER_FENCINGS,           /* a primary lost its majority and stopped acking */
     BQ_COUNTER_SWITCHOVERS_DONE,   /* a switchover from this primary completed */
     BQ_COUNTER_SWITCHOVERS_FAILED, /* ... or was given up */
     BQ_COUNTER_FORCED_PROMOTIONS,  /* promote --force on this node */
     BQ_COUNTER_RESYNCS,            /* full resyncs installed (standby) */
+    BQ_COUNTER_REJOINS_RESUME,     /* a stream began right after our last record */
+    BQ_COUNTER_REJOINS_CUT,        /* ... after our log was cut back to a fork point */
+    BQ_COUNTER_REJOINS_RESYNC,     /* ... with a full resync */
+    BQ_COUNTER_CUT_RECORDS,        /* records moved aside by those cuts */
     BQ_COUNTERS
 } bq_counter_t;
 
@@ -32,6 +36,9 @@ typedef enum bq_counter {
 
 /* Adds one to counter c. */
 void bq_metrics_count(bq_counter_t c);
+
+/* Adds n to counter c. */
+void bq_metrics_count_n(bq_counter_t c, uint64_t n);
 
 /* The value of counter c. */
 uint64_t bq_metrics_counter(bq_counter_t c);

@@ -378,6 +378,40 @@ int bq_binlog_start(bq_binlog_t *b, bq_engine_t *e, bq_now_t now)
     return 0;
 }
 
+int bq__binlog_replay_again(bq_binlog_t *b, bq_now_t now)
+{
+    bq_replay_result_t res;
+    if (bq_engine_reset(b->engine) != 0)
+        return -ENOMEM;
+    if (bq_replay(b->cfg.dir, b->engine, now, b->cfg.skip_corrupt, &res) != 0)
+        return -EIO;
+    b->nsegs = 0;
+    b->total = 0;
+    b->live_jobs = 0;
+    int r = load_segments(b);
+    if (r != 0)
+        return r;
+    bq_engine_each_job_file(b->engine, bq__binlog_count_job, b);
+    b->lsns.last = b->lsns.written = b->lsns.synced = b->release = res.last_lsn;
+    b->synced_told = res.last_lsn;
+    b->epoch = res.last_epoch;
+    return 0;
+}
+
+int bq__binlog_close_current(bq_binlog_t *b)
+{
+    bq__binlog_flush(b);
+    if (b->batch_len > 0)
+        return -EAGAIN; /* the write failed; it is being retried */
+    if (b->fd < 0)
+        return 0;
+    if (bq__binlog_sync_before_rotation(b) != 0)
+        return -EIO;
+    bq__binlog_retire(b, bq__binlog_current(b), b->fd, b->data_end, b->prealloc);
+    b->fd = -1;
+    return 0;
+}
+
 /* ---- appending ---- */
 
 int bq__binlog_ensure_batch(bq_binlog_t *b, size_t need)

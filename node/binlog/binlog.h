@@ -155,6 +155,20 @@ int bq_binlog_become_primary(bq_binlog_t *b, uint64_t epoch, bq_now_t now);
  * 0, or -errno (the write or sync failed and is retried: try again). */
 int bq_binlog_become_follower(bq_binlog_t *b);
 
+/* What bq_binlog_cut_after moved aside. */
+typedef struct bq_binlog_cut {
+    uint64_t records;  /* frames after the fork point */
+    uint64_t bytes;    /* bytes moved or copied aside */
+    uint64_t segments; /* whole segments renamed */
+} bq_binlog_cut_t;
+
+/* Follower: the log forked from the primary's after lsn (< its last):
+ * syncs, moves every frame after lsn aside (<segment>.forked-<offset>
+ * files, never deleted), empties the engine and replays the directory into
+ * it. 0 and *out, or -errno (logged; the log may be partly moved aside,
+ * and a start replays what is left). */
+int bq_binlog_cut_after(bq_binlog_t *b, uint64_t lsn, bq_now_t now, bq_binlog_cut_t *out);
+
 /* The number of the current segment (the `file` of records applied now). */
 uint32_t bq_binlog_current_file(const bq_binlog_t *b);
 

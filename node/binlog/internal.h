@@ -84,6 +84,16 @@ static inline seg_t *bq__binlog_current(bq_binlog_t *b)
  * records logged). 0 or -errno. */
 int bq__binlog_create_segment(bq_binlog_t *b, uint64_t seq, bool checkpoint, bq_now_t now);
 
+/* Writes the batch and syncs the current segment, then closes it (no
+ * segment is current after it): a later segment never exists while this
+ * one lacks frames. 0 or -errno (a failed write or sync is retried). */
+int bq__binlog_close_current(bq_binlog_t *b);
+
+/* Empties the engine and replays the directory into it again (after its
+ * files changed under a follower: a cut), reloading the segment list and
+ * the positions. 0 or -errno (logged by replay). */
+int bq__binlog_replay_again(bq_binlog_t *b, bq_now_t now);
+
 /* Creates segment seq as the current one and logs its opening records (a
  * checkpoint). 0 or -errno. */
 int bq__binlog_open_segment(bq_binlog_t *b, uint64_t seq, bq_now_t now);

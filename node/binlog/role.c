@@ -14,22 +14,6 @@
 #include "node/binlog/internal.h"
 #include "protocol/frame.h"
 
-/* Writes the batch and syncs the current segment, then closes it: a later
- * segment never exists while this one lacks frames. 0 or -errno. */
-static int close_current(bq_binlog_t *b)
-{
-    bq__binlog_flush(b);
-    if (b->batch_len > 0)
-        return -EAGAIN; /* the write failed; it is being retried */
-    if (b->fd < 0)
-        return 0;
-    if (bq__binlog_sync_before_rotation(b) != 0)
-        return -EIO;
-    bq__binlog_retire(b, bq__binlog_current(b), b->fd, b->data_end, b->prealloc);
-    b->fd = -1;
-    return 0;
-}
-
 /* Counts the live jobs of every segment again (a follower counts them only
  * now and then; a primary's compaction needs them exact). */
 static void recount_jobs(bq_binlog_t *b)
@@ -50,7 +34,7 @@ int bq_binlog_become_primary(bq_binlog_t *b, uint64_t epoch, bq_now_t now)
                (unsigned long long)b->epoch);
         return -ERANGE;
     }
-    int r = close_current(b);
+    int r = bq__binlog_close_current(b);
     if (r != 0)
         return r;
     b->cfg.follower = false;
@@ -86,7 +70,7 @@ int bq_binlog_become_follower(bq_binlog_t *b)
 {
     if (b->cfg.follower)
         return 0;
-    int r = close_current(b);
+    int r = bq__binlog_close_current(b);
     if (r != 0)
         return r;
     b->cfg.follower = true;

@@ -89,6 +89,18 @@ typedef struct bq_cluster_standby_status {
     uint64_t floor; /* a witness (state "witness"): the floor it acknowledged storing */
 } bq_cluster_standby_status_t;
 
+/* How this node's last stream from a primary began (a rejoin). */
+typedef struct bq_cluster_rejoin {
+    const char *start;         /* "resume", "cut" or "resync"; NULL: none yet */
+    const char *primary;       /* the primary's node id */
+    uint64_t epoch;            /* the primary's epoch */
+    uint64_t from_lsn;         /* the first record streamed */
+    uint64_t primary_last_lsn; /* the primary's last record then: from_lsn..it to stream */
+    uint64_t cut_records;      /* cut: records moved aside */
+    uint64_t cut_bytes;        /* cut: their bytes */
+    int64_t at_wall_ms;        /* when (ms since the epoch) */
+} bq_cluster_rejoin_t;
+
 /* The node's replication and election state (strings borrowed from c, valid
  * until the next call). */
 typedef struct bq_cluster_status {
@@ -107,6 +119,7 @@ typedef struct bq_cluster_status {
     size_t npeers; /* the other nodes and their replication addresses */
     const char *peer_names[BQ_FLAGS_MAX_PEERS];
     char peer_addrs[BQ_FLAGS_MAX_PEERS][280];
+    bq_cluster_rejoin_t rejoin;
 } bq_cluster_status_t;
 
 /* Fills *st (large: caller-allocated) with the state now. */

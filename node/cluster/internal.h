@@ -46,6 +46,12 @@ struct bq_cluster {
     uint64_t released;     /* the last release point handed out (primary) */
     int sync_logged;       /* the sync state last logged (primary), -1 at first */
     char primary_name[64]; /* the primary we follow (standby) */
+    struct {
+        char start[8], primary[64];
+        bq_cluster_rejoin_t last; /* strings point at start and primary */
+        bool cut;                 /* a cut came just before this Welcome's report */
+        uint64_t cut_records, cut_bytes;
+    } rejoin;
     uv_timer_t status;
     char extra[4096];
 };

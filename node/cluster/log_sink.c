@@ -7,12 +7,14 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "node/base/clock.h"
 #include "node/base/counters.h"
 #include "node/base/log.h"
 #include "node/binlog/segment.h"
 #include "protocol/frame.h"
+#include "replication/handshake.h"
 
 /* ---- the binlog as replication's log (primary) ---- */
 static size_t log_nsegs(void *arg)
@@ -146,16 +148,79 @@ static void sink_resync_done(void *arg, uint64_t last_lsn)
     bq__cluster_restart(c, "install the resync");
 }
 
+/* Where the local log's epochs begin, from its segments (each holds
+ * frames of one epoch), the newest max. */
+static size_t sink_epochs(void *arg, Bq__Repl__EpochStart *out, size_t max)
+{
+    bq_cluster_t *c = arg;
+    bq_binlog_t *b = c->host.binlog;
+    size_t n = 0;
+    for (size_t i = 0; i < bq_binlog_nsegs(b); i++) {
+        bq_binlog_seg_info_t sg;
+        bq_binlog_seg(b, i, &sg);
+        if (n > 0 && out[(n - 1) % max].epoch == sg.epoch)
+            continue;
+        out[n % max].epoch = sg.epoch;
+        out[n % max].first_lsn = sg.first_lsn;
+        n++;
+    }
+    if (n <= max)
+        return n;
+    /* Kept in a ring: rotate the newest max into order. */
+    Bq__Repl__EpochStart tmp[BQ_HS_MAX_EPOCHS];
+    for (size_t i = 0; i < max && i < BQ_HS_MAX_EPOCHS; i++)
+        tmp[i] = out[(n + i) % max];
+    memcpy(out, tmp, max * sizeof *out);
+    return max;
+}
+
+/* The primary's Welcome says our log forked after lsn: cut it there. */
+static int sink_cut(void *arg, uint64_t lsn)
+{
+    bq_cluster_t *c = arg;
+    bq_binlog_cut_t cut;
+    int r = bq_binlog_cut_after(c->host.binlog, lsn, bq_clock_now(), &cut);
+    if (r != 0)
+        return r;
+    c->rejoin.cut = true;
+    c->rejoin.cut_records = cut.records;
+    c->rejoin.cut_bytes = cut.bytes;
+    bq_metrics_count_n(BQ_COUNTER_CUT_RECORDS, cut.records);
+    return 0;
+}
+
+/* Records how this stream began (the rejoin report of /status). */
+static void note_rejoin(bq_cluster_t *c, const bq_repl_primary_t *p)
+{
+    const char *start = p->resync ? "resync" : p->cut ? "cut" : "resume";
+    bq_metrics_count(p->resync ? BQ_COUNTER_REJOINS_RESYNC
+                     : p->cut  ? BQ_COUNTER_REJOINS_CUT
+                               : BQ_COUNTER_REJOINS_RESUME);
+    snprintf(c->rejoin.start, sizeof c->rejoin.start, "%s", start);
+    snprintf(c->rejoin.primary, sizeof c->rejoin.primary, "%s", p->node);
+    c->rejoin.last = (bq_cluster_rejoin_t){
+        .start = c->rejoin.start,
+        .primary = c->rejoin.primary,
+        .epoch = p->epoch,
+        .from_lsn = p->start_lsn,
+        .primary_last_lsn = p->last_lsn,
+        .cut_records = p->cut ? c->rejoin.cut_records : 0,
+        .cut_bytes = p->cut ? c->rejoin.cut_bytes : 0,
+        .at_wall_ms = bq_clock_now().wall / 1000000,
+    };
+    c->rejoin.cut = false;
+}
+
 static void sink_primary(void *arg, const bq_repl_primary_t *p)
 {
     bq_cluster_t *c = arg;
+    note_rejoin(c, p);
     snprintf(c->primary_name, sizeof c->primary_name, "%s", p->node);
     bq_proxy_set_target(c->proxy, p->host, p->port);
     bq_log(BQ_LOG_INFO, "replication: following the primary",
            "primary=%s security=%s start=%s from_lsn=%" PRIu64 " primary_last_lsn=%" PRIu64
            " epoch=%" PRIu64,
-           p->node, p->security, p->resync ? "resync" : "resume", p->start_lsn, p->last_lsn,
-           p->epoch);
+           p->node, p->security, c->rejoin.start, p->start_lsn, p->last_lsn, p->epoch);
 }
 
 static void sink_primary_lost(void *arg, const char *node, const char *why)
@@ -213,6 +278,8 @@ void bq__cluster_sink_init(bq_cluster_t *c)
         .seen_epoch = sink_seen_epoch,
         .written_lsn = log_written,
         .durable_lsn = log_durable,
+        .epochs = sink_epochs,
+        .cut = sink_cut,
         .segment = sink_segment,
         .frames = sink_frames,
         .resync_begin = sink_resync_begin,

@@ -83,11 +83,15 @@ static size_t standby_keys(bq_cluster_t *c, char *buf, size_t cap, size_t n)
 {
     bq_receiver_status_t st;
     bq_receiver_status(c->receiver, &st);
+    const bq_cluster_rejoin_t *r = &c->rejoin.last;
     return put_kv(buf, cap, n,
                   "cluster-primary: \"%s\"\ncluster-primary-last-lsn: %" PRIu64
-                  "\ncluster-resyncing: %s\ncluster-proxied-connections: %zu\n",
+                  "\ncluster-resyncing: %s\ncluster-proxied-connections: %zu\n"
+                  "cluster-rejoin: %s\ncluster-rejoin-from-lsn: %" PRIu64
+                  "\ncluster-rejoin-cut-records: %" PRIu64 "\n",
                   st.primary, st.primary_last_lsn, st.resyncing ? "true" : "false",
-                  bq_proxy_count(c->proxy));
+                  bq_proxy_count(c->proxy), r->start ? r->start : "none", r->from_lsn,
+                  r->cut_records);
 }
 
 /* Formats every cluster key into c->extra. */
@@ -160,6 +164,7 @@ void bq_cluster_status(bq_cluster_t *c, bq_cluster_status_t *st)
         st->not_ready = !rs.connected ? "no primary followed" : rs.resyncing ? "resyncing" : NULL;
     }
     st->ready = st->not_ready == NULL;
+    st->rejoin = c->rejoin.last;
     st->npeers = c->npeers;
     for (size_t i = 0; i < c->npeers; i++) {
         st->peer_names[i] = c->peers[i].name;

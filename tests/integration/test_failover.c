@@ -30,6 +30,7 @@
  * A failed case keeps its work directory (binlogs, every node's logs) and
  * prints where it is. BQT_FILTER='name*' runs some cases only. */
 #include <setjmp.h>
+#include <dirent.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -338,6 +339,94 @@ static void partitioned_primary_steps_aside(void **state)
     close(fd);
     bqw_wait_streaming(s->w, p, false);
     bqw_check(s->w, q, NULL, NULL);
+    s->passed = true;
+}
+
+/* ---- 4b. an old primary's unacknowledged tail is cut when it rejoins ---- */
+
+/* The number after "key: " in node i's `stats` (0 when absent; a
+ * standby's clients are proxied: the primary's). */
+static unsigned long long stat_number(suite_t *s, size_t i, const char *key)
+{
+    int fd = bqw_client(s->w, i);
+    char *r = fd >= 0 ? bqc_ask(fd, "stats\r\n", HELD_MS) : NULL;
+    char pat[64];
+    snprintf(pat, sizeof pat, "\n%s: ", key);
+    const char *at = r ? strstr(r, pat) : NULL;
+    unsigned long long v = at ? strtoull(at + strlen(pat), NULL, 10) : 0;
+    free(r);
+    if (fd >= 0)
+        close(fd);
+    return v;
+}
+
+typedef struct lsn_wait {
+    suite_t *s;
+    size_t i;
+    unsigned long long above;
+} lsn_wait_t;
+
+static bool lsn_above(void *arg)
+{
+    lsn_wait_t *w = arg;
+    return stat_number(w->s, w->i, "cluster-last-lsn") > w->above;
+}
+
+/* The files of dir whose name contains part. */
+static size_t files_named(const char *dir, const char *part)
+{
+    DIR *d = opendir(dir);
+    size_t n = 0;
+    struct dirent *de;
+    while (d && (de = readdir(d)))
+        n += strstr(de->d_name, part) != NULL;
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* The primary, cut off, logs a put nobody else gets, then dies; the others
+ * elect a new primary. The old one comes back: its log forked, and it is
+ * cut back to the fork point (moved aside, reported in /status), not
+ * resynced; nothing acknowledged is lost. */
+static void forked_tail_is_cut_on_rejoin(void **state)
+{
+    suite_t *s = *state;
+    bqc_view_t v0, v1;
+    route_through_proxies(s);
+    start_all(s);
+    size_t p = bqw_wait_primary(s->w, -1, &v0);
+    bqw_start(s->w);
+    bqw_wait_acks(s->w, 100);
+    int fd = bqw_client(s->w, p);
+    lsn_wait_t lw = {s, p, 0};
+    bqh_fault(bqw_history(s->w), "links of the primary %s dropped", name_of(s, p));
+    cut_links(s, p, BQT_PROXY_DROP);
+    lw.above = stat_number(s, p, "cluster-last-lsn");
+    /* Never acknowledged (no standby has it): it must not come back. */
+    bqt_sends(fd, "use " TUBE "-forked\r\nput 0 0 60 6\r\nforked\r\n");
+    if (!bqt_wait_until(lsn_above, &lw, BQC_WAIT_MS))
+        fail_msg("the cut-off primary %s never logged the put", name_of(s, p));
+    bqh_mark(bqw_history(s->w), "kill -9 of the cut-off primary %s", name_of(s, p));
+    bqw_node_kill(s->w, p);
+    close(fd);
+    size_t q = bqw_wait_primary(s->w, (int)p, &v1);
+    assert_true(q != p && v1.epoch > v0.epoch);
+    bqh_mark(bqw_history(s->w), "links healed, %s restarted", name_of(s, p));
+    cut_links(s, p, BQT_PROXY_PASS);
+    node_up(s, p);
+    bqc_wait_log(s->c, p, "binlog: forked tail moved aside", NULL, 1, BQC_WAIT_MS);
+    bqw_wait_streaming(s->w, p, true);
+    /* (a standby's own stats are out of reach: its clients are proxied) */
+    assert_int_equal(bqc_log_count(s->c, p, "following the primary", "start=cut"), 1);
+    assert_int_equal(bqc_log_count(s->c, p, "following the primary", "start=resync"), 0);
+    assert_true(files_named(s->c->node[p].bdir, ".forked-") >= 1);
+    bqw_wait_acks(s->w, 100);
+    bqw_check(s->w, q, NULL, NULL);
+    /* The forked put is nowhere: its tube has no job on the new primary. */
+    int fq = bqw_client(s->w, q);
+    expect_reply(fq, "stats-tube " TUBE "-forked\r\n", "NOT_FOUND");
+    close(fq);
     s->passed = true;
 }
 
@@ -932,13 +1021,10 @@ static void sigterm_while_switching_over_and_electing(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        T(auto_elects_and_fails_over),
-        T(killed_primary_rejoins),
-        T(paused_primary_is_fenced),
-        T(partitioned_primary_steps_aside),
-        T(witness_breaks_the_tie),
-        T(random_fault_rounds),
-        T(sigterm_while_switching_over_and_electing),
+        T(auto_elects_and_fails_over),   T(killed_primary_rejoins),
+        T(paused_primary_is_fenced),     T(partitioned_primary_steps_aside),
+        T(forked_tail_is_cut_on_rejoin), T(witness_breaks_the_tie),
+        T(random_fault_rounds),          T(sigterm_while_switching_over_and_electing),
     };
     if (getenv("BQT_FILTER"))
         cmocka_set_test_filter(getenv("BQT_FILTER"));

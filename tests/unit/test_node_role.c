@@ -10,7 +10,9 @@
  * fresh replay of its directory, and the durable state of the engine that
  * wrote the records. As primary it takes commands whose records go to a new
  * epoch's segment; it becomes a follower again, and a replay of the
- * directory still equals its engine, segment by segment. */
+ * directory still equals its engine, segment by segment. A follower whose
+ * log forked (node/binlog/cut.c) moves its tail aside and its engine is
+ * what the records up to the fork point give. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -351,12 +353,75 @@ static void promotion_to_a_reached_epoch_is_refused(void **state)
     h_done(w);
 }
 
+/* The files of dir whose name contains part. */
+static size_t count_named(const char *dir, const char *part)
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    size_t n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)))
+        n += strstr(de->d_name, part) != NULL;
+    closedir(d);
+    return n;
+}
+
+/* An old primary's tail that the new primary never had: cut after the fork
+ * point, a whole segment renamed aside and the tail of the one holding the
+ * fork point copied aside; the engine is what the records up to the fork
+ * point give, a replay agrees, and the new primary's stream goes on. */
+static void cut_moves_the_forked_tail_aside(void **state)
+{
+    fixture_t *fx = *state;
+    harness_t *w = every_kind();
+    fx->h->now = w->now;
+    size_t n = w->log->n, k = n / 2;
+    follow(fx, w, 0, k, 1, 1);
+    follow(fx, w, k, n, k + 1, 1);
+    uint64_t fork = k - 3;
+    bq_binlog_cut_t cut;
+    assert_int_equal(bq_binlog_cut_after(fx->b, fork, fx->h->now, &cut), 0);
+    assert_int_equal(cut.records, n - fork);
+    assert_int_equal(cut.segments, 1);
+    assert_true(cut.bytes > 0);
+    assert_int_equal(bq_binlog_last_lsn(fx->b), fork);
+    assert_int_equal(count_named(fx->dir, ".forked-"), 2);
+    h_check(fx->h);
+    harness_t *want = h_new(0);
+    want->now = fx->h->now;
+    for (size_t i = 0; i < fork; i++)
+        assert_int_equal(
+            bq_engine_apply(want->e, w->log->recs[i].data, w->log->recs[i].len, 1, want->now), 0);
+    same(fx->h, want, H_DUMP_DURABLE);
+    bq_replay_result_t res;
+    harness_t *r = replayed(fx, &res);
+    assert_int_equal(res.last_lsn, fork);
+    same(fx->h, r, 0);
+    h_done(r);
+    /* The new primary (epoch 2) streams from the fork point on. */
+    harness_t *w2 = h_new_logged(0);
+    w2->now = fx->h->now;
+    int c2 = h_open(w2);
+    h_put(w2, c2, 1, 0, 60, "from the new primary");
+    follow(fx, w2, 0, w2->log->n, fork + 1, 2);
+    r = replayed(fx, &res);
+    assert_int_equal(res.last_lsn, fork + w2->log->n);
+    assert_int_equal(res.last_epoch, 2);
+    same(fx->h, r, 0);
+    h_done(r);
+    h_close(w2, c2);
+    h_done(w2);
+    h_done(want);
+    h_done(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(promotion_equals_a_fresh_replay, setup, teardown),
         cmocka_unit_test_setup_teardown(primary_then_follower_again, setup, teardown),
         cmocka_unit_test_setup_teardown(promotion_to_a_reached_epoch_is_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(cut_moves_the_forked_tail_aside, setup, teardown),
     };
     return cmocka_run_group_tests_name("node_role", tests, NULL, NULL);
 }

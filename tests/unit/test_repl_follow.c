@@ -131,6 +131,24 @@ static void test_welcome_resync(void **state)
     assert_int_equal(f.next_lsn, 1);
 }
 
+static void test_welcome_cut(void **state)
+{
+    (void)state;
+    bq_follow_t f;
+    Bq__Repl__Welcome w = welcome(BQ__REPL__START__CUT, 3, 8);
+    w.cut_after = 7;
+    assert_int_equal(bq_follow_welcome(&f, 2, 10, &w), BQ_FOLLOW_OK);
+    assert_int_equal(f.next_lsn, 8);
+    assert_int_equal(f.primary_epoch, 3);
+    /* The fork point must be below our last record, the stream right after it. */
+    w.cut_after = 10;
+    w.start_lsn = 11;
+    assert_int_equal(bq_follow_welcome(&f, 2, 10, &w), BQ_FOLLOW_BAD_WELCOME);
+    w.cut_after = 7;
+    w.start_lsn = 9;
+    assert_int_equal(bq_follow_welcome(&f, 2, 10, &w), BQ_FOLLOW_BAD_WELCOME);
+}
+
 static void test_bad_welcomes(void **state)
 {
     (void)state;
@@ -144,7 +162,8 @@ static void test_bad_welcomes(void **state)
         welcome(BQ__REPL__START__RESYNC, 3, 0),             /* LSNs start at 1 */
         welcome(BQ__REPL__START__RESYNC, 1, 5),             /* primary epoch below ours */
         welcome(BQ__REPL__START__START_UNSPECIFIED, 3, 11), /* no start */
-        welcome((Bq__Repl__Start)3, 3, 11),                 /* unknown start */
+        welcome((Bq__Repl__Start)4, 3, 11),                 /* unknown start */
+        welcome(BQ__REPL__START__CUT, 3, 11),               /* cut after 0: not start - 1 */
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         assert_int_equal(bq_follow_welcome(&f, 2, 10, &bad[i]), BQ_FOLLOW_BAD_WELCOME);
@@ -378,6 +397,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_welcome_resume),
         cmocka_unit_test(test_welcome_resync),
+        cmocka_unit_test(test_welcome_cut),
         cmocka_unit_test(test_bad_welcomes),
         cmocka_unit_test(test_segment_first_of_stream),
         cmocka_unit_test(test_segment_epochs),

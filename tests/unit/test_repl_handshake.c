@@ -2,7 +2,9 @@
  * every refusal and their order, and where the stream starts: resume at
  * segment boundaries, at the primary's last frame, into an empty last or
  * middle segment, and resync when the standby is ahead, behind the oldest
- * retained segment or on another branch of the log after a fork. */
+ * retained segment or on another branch of the log after a fork; with a
+ * standby that can cut, the fork point found from both logs' epochs (cut
+ * there when every later frame is retained). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -337,6 +339,77 @@ static void test_fork(void **state)
     assert_start(&d, BQ_HS_RESUME, 21, 2);
 }
 
+/* A hello that can cut, listing where its epochs begin. */
+static Bq__Repl__Hello hello_cut(uint64_t last_epoch, uint64_t last_lsn,
+                                 Bq__Repl__EpochStart *starts, size_t n,
+                                 Bq__Repl__EpochStart **ptrs)
+{
+    Bq__Repl__Hello h = hello("n2", last_epoch, last_lsn);
+    for (size_t i = 0; i < n; i++)
+        ptrs[i] = &starts[i];
+    h.can_cut = true;
+    h.epochs = ptrs;
+    h.n_epochs = n;
+    return h;
+}
+
+static Bq__Repl__EpochStart start_of(uint64_t epoch, uint64_t first)
+{
+    Bq__Repl__EpochStart s = BQ__REPL__EPOCH_START__INIT;
+    s.epoch = epoch;
+    s.first_lsn = first;
+    return s;
+}
+
+static void test_fork_cut(void **state)
+{
+    (void)state;
+    bq_hs_primary_t p = primary(three, 3, 30);
+    Bq__Repl__EpochStart *ptrs[4];
+    /* The old primary of epoch 2 wrote 21..25 nobody got: cut after 20. */
+    Bq__Repl__EpochStart a[] = {start_of(1, 1), start_of(2, 11)};
+    Bq__Repl__Hello h = hello_cut(2, 25, a, 2, ptrs);
+    bq_hs_decision_t d = decide(&p, &h);
+    assert_start(&d, BQ_HS_CUT, 21, 2);
+    assert_int_equal(d.cut_after, 20);
+    assert_int_equal(bq_hs_fork(&p, &h), 20);
+    /* Without can_cut (an older node): a resync, as before. */
+    h.can_cut = false;
+    d = decide(&p, &h);
+    assert_start(&d, BQ_HS_RESYNC, 1, 0);
+    /* Its own epoch 4 (won, then isolated) that nobody has, while the
+     * primary went on to epoch 5: back to epoch 3's common part, 21..23 (its
+     * log entered epoch 3 at 21 and left it at 24). */
+    const bq_hs_segment_t five[] = {{1, 1}, {11, 2}, {21, 3}, {31, 5}};
+    bq_hs_primary_t p5 = primary(five, 4, 40);
+    p5.epoch = 5;
+    Bq__Repl__EpochStart b[] = {start_of(1, 1), start_of(2, 11), start_of(3, 21), start_of(4, 24)};
+    h = hello_cut(4, 40, b, 4, ptrs);
+    d = decide(&p5, &h);
+    assert_start(&d, BQ_HS_CUT, 24, 2);
+    assert_int_equal(d.cut_after, 23);
+    /* Ahead of the primary in the same epoch (a primary that lost its tail):
+     * cut back to the primary's last frame. */
+    h = hello_cut(3, 35, b, 3, ptrs);
+    assert_int_equal(bq_hs_fork(&p, &h), 30);
+    /* A fork before the oldest retained frame: a resync. */
+    const bq_hs_segment_t late[] = {{11, 2}, {21, 3}};
+    bq_hs_primary_t q = primary(late, 2, 30);
+    Bq__Repl__EpochStart c[] = {start_of(1, 1)};
+    h = hello_cut(1, 12, c, 1, ptrs);
+    assert_int_equal(bq_hs_fork(&q, &h), -1);
+    d = decide(&q, &h);
+    assert_start(&d, BQ_HS_RESYNC, 11, 0);
+    /* Epochs out of order are not believed. */
+    Bq__Repl__EpochStart bad[] = {start_of(1, 30), start_of(2, 11)};
+    h = hello_cut(2, 25, bad, 2, ptrs);
+    assert_int_equal(bq_hs_fork(&p, &h), -1);
+    /* A resumable hello stays a resume. */
+    h = hello_cut(2, 20, a, 2, ptrs);
+    d = decide(&p, &h);
+    assert_start(&d, BQ_HS_RESUME, 21, 2);
+}
+
 static void test_epoch_of(void **state)
 {
     (void)state;
@@ -373,6 +446,7 @@ int main(void)
         cmocka_unit_test(test_behind_oldest_segment),
         cmocka_unit_test(test_ahead_of_primary),
         cmocka_unit_test(test_fork),
+        cmocka_unit_test(test_fork_cut),
         cmocka_unit_test(test_epoch_of),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
