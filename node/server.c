@@ -326,6 +326,13 @@ static void cluster_role_changed(void *arg, bool to_standby)
         bq_clients_close_all(&s->clients);
 }
 
+/* A client this node proxied is served here now that it is the primary. */
+static void cluster_adopt(void *arg, int fd, const char *input, size_t len, size_t restores)
+{
+    bq_server_t *s = arg;
+    bq_conn_adopt(&s->clients, fd, input, len, restores);
+}
+
 int bq_server_start_cluster(bq_server_t *s, const bq_flags_t *f, const bq_failover_plan_t *plan,
                             char **argv)
 {
@@ -335,6 +342,7 @@ int bq_server_start_cluster(bq_server_t *s, const bq_flags_t *f, const bq_failov
                               .listener = &s->listener,
                               .released = cluster_released,
                               .role_changed = cluster_role_changed,
+                              .adopt = cluster_adopt,
                               .arg = s};
     if (f->role != BQ_ROLE_SINGLE && bq_cluster_start(&s->cluster, &host, f, plan, argv) != 0)
         return BQ_SERVER_EINIT;

@@ -70,6 +70,7 @@ struct bq_conn {
     bool writing;        /* a uv_write is in progress */
     bool failed;         /* out of memory: close at the next chance */
     uint64_t tagged_lsn; /* binlog: the highest LSN its output waits for */
+    size_t swallow;      /* replies still to drop: an adopted session's restore */
     bq_trace_t trace;
 };
 
@@ -299,6 +300,10 @@ void bq_conn_send(void *conn, const char *data, size_t len)
 
     if (c->closing || c->failed)
         return;
+    if (c->swallow > 0) { /* the reply of a restore command (bq_conn_adopt) */
+        c->swallow--;
+        return;
+    }
     if (bq_log_enabled(BQ_LOG_TRACE))
         bq_trace_reply(&c->trace, c->fd, data, len);
     /* A reply sent while commands logged records (its own or, for a woken
@@ -500,20 +505,22 @@ static void tune_tcp(bq_conn_t *c)
     setsockopt(c->fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
 }
 
-int bq_conn_open(bq_clients_t *cl, int fd)
+/* A new connection on fd (owned) with its session, not reading yet; NULL
+ * (logged, fd closed) when it cannot be set up. */
+static bq_conn_t *conn_new(bq_clients_t *cl, int fd)
 {
     bq_conn_t *c = calloc(1, sizeof *c);
     if (!c) {
         bq_log_limited(&conn_warnings, BQ_LOG_WARN, "out of memory; dropping new connection",
                        "fd=%d", fd);
         close(fd);
-        return -1;
+        return NULL;
     }
     int r = cl->is_unix ? uv_pipe_init(cl->loop, &c->h.pipe, 0) : uv_tcp_init(cl->loop, &c->h.tcp);
     if (r != 0) {
         free(c);
         close(fd);
-        return -1;
+        return NULL;
     }
     c->h.handle.data = c;
     c->cl = cl;
@@ -529,7 +536,7 @@ int bq_conn_open(bq_clients_t *cl, int fd)
                        fd, uv_strerror(r));
         close(fd);
         close_conn(c);
-        return -1;
+        return NULL;
     }
     if (!cl->is_unix)
         tune_tcp(c);
@@ -539,9 +546,34 @@ int bq_conn_open(bq_clients_t *cl, int fd)
         bq_log_limited(&conn_warnings, BQ_LOG_WARN, "out of memory; dropping new connection",
                        "fd=%d", fd);
         close_conn(c);
-        return -1;
+        return NULL;
     }
+    return c;
+}
+
+int bq_conn_open(bq_clients_t *cl, int fd)
+{
+    bq_conn_t *c = conn_new(cl, fd);
+    if (!c)
+        return -1;
     log_accept(c);
     update_reading(c);
+    return 0;
+}
+
+int bq_conn_adopt(bq_clients_t *cl, int fd, const char *input, size_t len, size_t swallow)
+{
+    bq_conn_t *c = conn_new(cl, fd);
+    if (!c)
+        return -1;
+    if (len > 0 && keep_input(c, input, len) != 0) {
+        close_conn(c);
+        return -1;
+    }
+    c->swallow = swallow;
+    bq_log(BQ_LOG_DEBUG, "adopted a proxied client", "fd=%d input=%zu restores=%zu", fd, len,
+           swallow);
+    update_reading(c);
+    schedule(c); /* its input is fed on the next loop turn */
     return 0;
 }

@@ -46,6 +46,13 @@ void bq_clients_init(bq_clients_t *cl);
  * up (fd is closed). */
 int bq_conn_open(bq_clients_t *cl, int fd);
 
+/* Serves fd (takes ownership), a client that was proxied to another node
+ * and now belongs to this one: input[0..len) (copied) is fed first, as if
+ * the client had sent it, and the replies to its first swallow commands
+ * (the ones that restore its session: use, watch, ignore) are dropped.
+ * 0, or -1 (logged; fd closed). */
+int bq_conn_adopt(bq_clients_t *cl, int fd, const char *input, size_t len, size_t swallow);
+
 /* Engine send hook: queues data for connection conn (a bq_conn_t). */
 void bq_conn_send(void *conn, const char *data, size_t len);
 

@@ -107,7 +107,9 @@ static int start_feeder(bq_cluster_t *c, const bq_repl_config_t *rc)
 static int start_receiver(bq_cluster_t *c, const bq_repl_config_t *rc)
 {
     bq__cluster_sink_init(c);
-    c->proxy = bq_proxy_new(c->host.loop);
+    /* A held client waits for about two elections at most. */
+    uint64_t hold = 4 * (uint64_t)c->f->failover_timeout_ms;
+    c->proxy = bq_proxy_new(c->host.loop, hold > 5000 ? hold : 5000);
     c->receiver = bq_receiver_new(c->host.loop, rc, &c->sink);
     if (!c->proxy || !c->receiver)
         return -1;

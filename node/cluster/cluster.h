@@ -40,6 +40,10 @@ typedef struct bq_cluster_host {
      * primary; the owner must close every local client now (their
      * reservations are void) before the engine follows a new primary. */
     void (*role_changed)(void *arg, bool standby);
+    /* It became the primary: a client its proxy held or served is served
+     * here now (as bq_proxy_adopt_fn; the owner feeds input first and drops
+     * the replies of the first restores commands). */
+    void (*adopt)(void *arg, int fd, const char *input, size_t len, size_t restores);
     void *arg;
 } bq_cluster_host_t;
 

@@ -15,8 +15,22 @@
  * Closing: EOF from one side shuts down the other side's write half once
  * its queued writes are done (uv_shutdown), and copying goes on the other
  * way; the connection closes when both sides have sent EOF and both
- * shutdowns are done. An error on either side, a failed connect, a target
- * change or bq_proxy_close_all closes both sides at once.
+ * shutdowns are done. An error on the client side or bq_proxy_close_all
+ * closes both sides at once.
+ *
+ * Moving (docs/failover.md, "What a client sees"): each connection's
+ * session is mirrored (protocol/mirror.h: the tube used, the watch list,
+ * the commands waiting for replies). When its target goes away (the
+ * primary dies, steps down or changes) and nothing but reserves waits for
+ * a reply, the client is held instead of closed: its target handle is
+ * closed and made again, what it sends meanwhile collects as before a
+ * first connect, and the next target (a new primary, or the same one
+ * again every RETRY_MS) gets first the commands that restore the session
+ * (their replies are dropped), the reserves in flight again and the
+ * partial command line. A client held longer than the hold bound, or with
+ * another command in flight, is closed: a reply is never silently lost.
+ * bq_proxy_adopt_all hands held and connected clients to the node itself
+ * when it becomes the primary.
  *
  * Lifetime: a connection leaves the proxy's list (and its count) when its
  * close starts, and is freed when both handles' close callbacks have run and
@@ -33,12 +47,14 @@
 
 #include "node/base/list.h"
 #include "node/base/log.h"
+#include "protocol/mirror.h"
 #include "replication/resolve.h"
 
 #define READ_BUF_SIZE ((size_t)64 * 1024)
 #define QUEUE_HIGH ((size_t)1024 * 1024) /* stop reading a side above this backlog */
 #define QUEUE_LOW ((size_t)256 * 1024)   /* resume it below this */
 #define RESOLVE_MS 5000                  /* a lookup of the primary's name gives up after this */
+#define RETRY_MS 250                     /* a held client tries its target again after this */
 
 typedef struct pconn pconn_t;
 
@@ -72,11 +88,19 @@ struct pconn {
     int handles;    /* handles whose close callback has not run */
     bool resetting; /* the target handle is closing to try the next address */
     bool connected;
+    bool connecting; /* a lookup or connect to the target is in progress */
     bool closing;
+    bq_mirror_t *m;       /* the client's session as seen here */
+    uint64_t held_at;     /* loop ms when its target went away; 0 when not held */
+    size_t restores_kept; /* held: restore commands at the front of early */
+    unsigned gen;         /* the proxy's target generation it last connected to */
 };
 
 struct bq_proxy {
     uv_loop_t *loop;
+    uint64_t hold_ms;  /* a client waits this long at most for a new target */
+    uv_timer_t timer;  /* retries and bounds held clients */
+    unsigned gen;      /* bumped by every change of the target */
     char *host, *port; /* the target; NULL when none is known */
     bq_list_t conns;
     size_t count; /* connections in conns */
@@ -85,6 +109,10 @@ struct bq_proxy {
     bq_log_limit_t limit;
     char buf[READ_BUF_SIZE]; /* every read lands here and is copied out at once */
 };
+
+static void on_hold_timer(uv_timer_t *t);
+static void target_lost(pconn_t *c, const char *what, int err, bool eof);
+static void shut_side(side_t *s);
 
 static side_t *other(side_t *s)
 {
@@ -110,6 +138,7 @@ static void conn_maybe_free(pconn_t *c)
     bq_proxy_t *p = c->p;
     bq_resolve_free(c->addrs);
     free(c->early);
+    bq_mirror_free(c->m);
     free(c);
     if (--p->live == 0 && p->dying)
         proxy_release(p);
@@ -185,7 +214,9 @@ static void on_write(uv_write_t *req, int status)
     free((wreq_t *)req);
     if (status == UV_ECANCELED || dst->c->closing)
         return;
-    if (status < 0)
+    if (status < 0 && dst == &dst->c->target)
+        target_lost(dst->c, "proxy: write to the primary failed", status, false);
+    else if (status < 0)
         conn_fail(dst->c, "proxy: write failed", status);
     else
         update_reading(other(dst));
@@ -221,11 +252,26 @@ static int keep_early(pconn_t *c, const char *data, size_t n)
     return 0;
 }
 
-/* Passes n bytes read from s on to the other side. */
+/* Passes n bytes read from s on to the other side, through the mirror;
+ * the replies of restore commands stop here. */
 static void forward(side_t *s, const char *data, size_t n)
 {
     pconn_t *c = s->c;
     int r;
+    if (s == &c->client) {
+        bq_mirror_client(c->m, data, n);
+    } else {
+        bool restoring = bq_mirror_restoring(c->m);
+        size_t drop = bq_mirror_server(c->m, data, n);
+        if (restoring && bq_mirror_lost(c->m)) {
+            conn_fail(c, "proxy: the new primary refused to restore a session", UV_EPROTO);
+            return;
+        }
+        data += drop;
+        n -= drop;
+        if (n == 0)
+            return;
+    }
     if (s == &c->client && !c->connected) {
         r = keep_early(c, data, n);
     } else {
@@ -267,17 +313,104 @@ static void shut_side(side_t *s)
         conn_fail(s->c, "proxy: cannot shut down", r);
 }
 
+static void start_held(pconn_t *c);
+
+/* The target handle closed after the target went away: a fresh one waits
+ * for the next target (at once when the target changed meanwhile). */
+static void held_reset_cb(uv_handle_t *h)
+{
+    side_t *s = h->data;
+    pconn_t *c = s->c;
+    c->resetting = false;
+    if (c->closing) {
+        on_closed(h);
+        return;
+    }
+    uv_tcp_init(c->p->loop, &c->target.tcp); /* AF_UNSPEC: cannot fail */
+    c->target.tcp.data = &c->target;
+    c->target.eof = c->target.paused = c->target.shut_done = false;
+    if (c->p->host && c->gen != c->p->gen)
+        start_held(c);
+}
+
+/* Closes the target handle (and any lookup) of a held client. */
+static void reset_target(pconn_t *c)
+{
+    c->connected = c->connecting = false;
+    bq_resolve_cancel(c->resolve);
+    c->resolve = NULL;
+    bq_resolve_free(c->addrs);
+    c->addrs = c->next_addr = NULL;
+    c->resetting = true;
+    uv_close((uv_handle_t *)&c->target.tcp, held_reset_cb);
+}
+
+/* Holds client c for the next target: what restores its session there
+ * goes first into the bytes kept for it. */
+static void hold(pconn_t *c)
+{
+    char *bytes = NULL;
+    size_t len = 0, restores = 0;
+    int r = bq_mirror_restore(c->m, &bytes, &len, &restores);
+    free(c->early);
+    c->early = NULL;
+    c->early_cap = 0;
+    if (r != 0 || (len > 0 && keep_early(c, bytes, len) != 0)) {
+        free(bytes);
+        conn_close(c);
+        return;
+    }
+    free(bytes);
+    c->restores_kept = restores;
+    c->held_at = uv_now(c->p->loop) | 1;
+    reset_target(c);
+    if (!uv_is_active((uv_handle_t *)&c->p->timer))
+        uv_timer_start(&c->p->timer, on_hold_timer, RETRY_MS, RETRY_MS);
+    bq_log(BQ_LOG_DEBUG, "proxy: client held for the next primary", "restores=%zu bytes=%zu",
+           restores, len);
+}
+
+/* The target of c went away (what: why, err: the libuv error or 0). A held
+ * client whose retry failed waits on; a connected one with nothing but
+ * reserves in flight is held; any other is closed (or, at the target's
+ * EOF, shut down gracefully: its last replies still reach the client). */
+static void target_lost(pconn_t *c, const char *what, int err, bool eof)
+{
+    if (c->closing)
+        return;
+    if (c->held_at) {
+        bq_log(BQ_LOG_DEBUG, what, "err=\"%s\" held=1", err ? uv_strerror(err) : "eof");
+        reset_target(c);
+        return;
+    }
+    if (c->connected && !c->client.eof && !c->p->dying && bq_mirror_movable(c->m)) {
+        hold(c);
+        return;
+    }
+    if (eof && c->connected) {
+        c->target.eof = true;
+        uv_read_stop(stream(&c->target));
+        shut_side(&c->client);
+        return;
+    }
+    conn_fail(c, what, err ? err : UV_EOF);
+}
+
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 {
     side_t *s = st->data;
     pconn_t *c = s->c;
     if (nread > 0) {
         forward(s, buf->base, (size_t)nread);
+    } else if (nread == UV_EOF && s == &c->target) {
+        target_lost(c, "proxy: the primary closed the connection", 0, true);
+    } else if (nread < 0 && s == &c->target) {
+        target_lost(c, "proxy: read from the primary failed", (int)nread, false);
     } else if (nread == UV_EOF) {
         s->eof = true;
         uv_read_stop(st);
         /* A target still connecting is shut down once connected. */
-        if (s == &c->target || c->connected)
+        if (c->connected)
             shut_side(other(s));
     } else if (nread < 0) {
         conn_fail(c, "proxy: read failed", (int)nread);
@@ -297,9 +430,11 @@ static void connect_failed(pconn_t *c, int err)
         uv_close((uv_handle_t *)&c->target.tcp, try_next_cb);
         return;
     }
-    bq_log_limited(&c->p->limit, BQ_LOG_WARN, "proxy: cannot connect to the primary",
-                   "addr=\"%s\" port=\"%s\" err=\"%s\"", c->p->host, c->p->port, uv_strerror(err));
-    conn_close(c);
+    if (!c->held_at)
+        bq_log_limited(&c->p->limit, BQ_LOG_WARN, "proxy: cannot connect to the primary",
+                       "addr=\"%s\" port=\"%s\" err=\"%s\"", c->p->host, c->p->port,
+                       uv_strerror(err));
+    target_lost(c, "proxy: cannot connect to the primary", err, false);
 }
 
 static void on_connected(uv_connect_t *req, int status)
@@ -312,6 +447,11 @@ static void on_connected(uv_connect_t *req, int status)
         return;
     }
     c->connected = true;
+    c->connecting = false;
+    if (c->held_at)
+        bq_log(BQ_LOG_DEBUG, "proxy: held client moved to the primary", "held_ms=%llu",
+               (unsigned long long)(uv_now(c->p->loop) - c->held_at));
+    c->held_at = 0;
     bq_logm(BQ_LOG_DEBUG, "proxy: connected to the primary");
     uv_tcp_nodelay(&c->target.tcp, 1);
     int r = 0;
@@ -382,7 +522,7 @@ static void on_resolved(void *arg, int status, struct addrinfo *res)
         bq_log_limited(&c->p->limit, BQ_LOG_WARN, "proxy: cannot resolve the primary",
                        "addr=\"%s\" port=\"%s\" err=\"%s\"", c->p->host, c->p->port,
                        uv_strerror(status));
-        conn_close(c);
+        target_lost(c, "proxy: cannot resolve the primary", status, false);
     } else {
         try_next(c);
     }
@@ -393,6 +533,8 @@ static void on_resolved(void *arg, int status, struct addrinfo *res)
 static int start_connect(pconn_t *c)
 {
     const bq_proxy_t *p = c->p;
+    c->connecting = true;
+    c->gen = p->gen;
     char *end;
     errno = 0;
     long port = strtol(p->port, &end, 10);
@@ -404,13 +546,59 @@ static int start_connect(pconn_t *c)
     return bq_resolve_start(p->loop, p->host, p->port, RESOLVE_MS, on_resolved, c, &c->resolve);
 }
 
-bq_proxy_t *bq_proxy_new(uv_loop_t *loop)
+/* Connects held client c to the current target. */
+static void start_held(pconn_t *c)
+{
+    int r = start_connect(c);
+    if (r != 0)
+        target_lost(c, "proxy: cannot reach the primary", r, false);
+}
+
+/* Every RETRY_MS while clients are held: each tries the target again, and
+ * one held longer than the bound is closed. */
+static void on_hold_timer(uv_timer_t *t)
+{
+    bq_proxy_t *p = t->data;
+    uint64_t now = uv_now(p->loop);
+    size_t held = 0;
+    bq_list_t *l, *next;
+    for (l = p->conns.next; l != &p->conns; l = next) {
+        next = l->next;
+        pconn_t *c = BQ_CONTAINER_OF(l, pconn_t, link);
+        if (!c->held_at)
+            continue;
+        if (now - c->held_at > p->hold_ms) {
+            bq_log_limited(&p->limit, BQ_LOG_WARN, "proxy: no primary in time; client closed",
+                           "held_ms=%llu", (unsigned long long)(now - c->held_at));
+            conn_close(c);
+            continue;
+        }
+        held++;
+        if (p->host && !c->connecting && !c->resetting)
+            start_held(c);
+    }
+    if (held == 0)
+        uv_timer_stop(t);
+}
+
+static void timer_closed(uv_handle_t *h)
+{
+    bq_proxy_t *p = h->data;
+    if (--p->live == 0 && p->dying)
+        proxy_release(p);
+}
+
+bq_proxy_t *bq_proxy_new(uv_loop_t *loop, uint64_t hold_ms)
 {
     bq_proxy_t *p = calloc(1, sizeof *p);
     if (!p)
         return NULL;
     p->loop = loop;
+    p->hold_ms = hold_ms;
     bq_list_init(&p->conns);
+    uv_timer_init(loop, &p->timer);
+    p->timer.data = p;
+    p->live = 1; /* the timer */
     return p;
 }
 
@@ -436,8 +624,18 @@ void bq_proxy_set_target(bq_proxy_t *p, const char *host, const char *port)
         bq_log(BQ_LOG_INFO, "proxy: clients go to the primary", "addr=\"%s\" port=\"%s\"", p->host,
                p->port);
     else
-        bq_logm(BQ_LOG_INFO, "proxy: no primary known; clients are turned away");
-    bq_proxy_close_all(p);
+        bq_logm(BQ_LOG_INFO, "proxy: no primary known; new clients are turned away");
+    p->gen++;
+    /* Clients of the old target move (or close); held ones go to the new. */
+    bq_list_t *l, *next;
+    for (l = p->conns.next; l != &p->conns; l = next) {
+        next = l->next;
+        pconn_t *c = BQ_CONTAINER_OF(l, pconn_t, link);
+        if (!c->held_at)
+            target_lost(c, "proxy: the primary changed", 0, false);
+        else if (p->host && !c->resetting)
+            start_held(c);
+    }
 }
 
 void bq_proxy_accept(bq_proxy_t *p, int fd)
@@ -450,6 +648,14 @@ void bq_proxy_accept(bq_proxy_t *p, int fd)
         return;
     }
     c->p = p;
+    c->m = bq_mirror_new();
+    if (!c->m) {
+        bq_logm(BQ_LOG_WARN, "proxy: out of memory; connection closed");
+        free(c);
+        close(fd);
+        return;
+    }
+    c->gen = p->gen;
     c->client.c = c->target.c = c;
     /* With AF_UNSPEC no socket is made yet: these cannot fail. */
     uv_tcp_init(p->loop, &c->client.tcp);
@@ -489,12 +695,62 @@ void bq_proxy_close_all(bq_proxy_t *p)
         conn_close(BQ_CONTAINER_OF(p->conns.next, pconn_t, link));
 }
 
+/* Hands client c to adopt with its restored session; false when c cannot
+ * be moved (it is then left as it is). */
+static bool adopt_one(pconn_t *c, bq_proxy_adopt_fn adopt, void *arg)
+{
+    if (c->client.eof || (!c->held_at && !bq_mirror_movable(c->m)))
+        return false;
+    char *bytes = NULL;
+    size_t len = 0, restores = 0;
+    if (!c->held_at) { /* connected: restore its session as a move would */
+        if (bq_mirror_restore(c->m, &bytes, &len, &restores) != 0)
+            return false;
+    } else { /* held: early already starts with its restore */
+        restores = c->restores_kept;
+        len = c->early ? c->early->len : 0;
+        bytes = len ? malloc(len) : NULL;
+        if (len && !bytes)
+            return false;
+        if (len)
+            memcpy(bytes, c->early->data, len);
+    }
+    uv_os_fd_t fd;
+    int dup_fd = uv_fileno((uv_handle_t *)&c->client.tcp, &fd) == 0 ? dup(fd) : -1;
+    if (dup_fd < 0) {
+        free(bytes);
+        return false;
+    }
+    conn_close(c);
+    adopt(arg, dup_fd, bytes ? bytes : "", len, restores);
+    free(bytes);
+    return true;
+}
+
+size_t bq_proxy_adopt_all(bq_proxy_t *p, bq_proxy_adopt_fn adopt, void *arg)
+{
+    size_t n = 0;
+    free(p->host);
+    free(p->port);
+    p->host = p->port = NULL;
+    p->gen++;
+    while (!bq_list_empty(&p->conns)) {
+        pconn_t *c = BQ_CONTAINER_OF(p->conns.next, pconn_t, link);
+        if (adopt_one(c, adopt, arg))
+            n++;
+        else
+            conn_close(c);
+    }
+    if (n > 0)
+        bq_log(BQ_LOG_INFO, "proxy: proxied clients now served here", "clients=%zu", n);
+    return n;
+}
+
 void bq_proxy_free(bq_proxy_t *p)
 {
     if (!p)
         return;
     p->dying = true;
     bq_proxy_close_all(p);
-    if (p->live == 0)
-        proxy_release(p);
+    uv_close((uv_handle_t *)&p->timer, timer_closed);
 }

@@ -1,25 +1,45 @@
 /* On a standby, client connections are proxied to the primary's client
  * port, so clients may connect to any node. Bytes are copied both ways
- * unchanged; when either side closes, the other is closed. With no primary
- * known, a new connection is closed at once so the client retries; when the
- * primary changes or is lost, every proxied connection is closed. Reading
- * from one side pauses while the other side's write queue is above a bound,
- * so a slow peer cannot make the proxy buffer without limit. */
+ * unchanged (but for the replies of the commands that restore a moved
+ * session); when the client closes, the other side is closed. With no
+ * primary known, a new connection is closed at once so the client retries.
+ * When the primary changes or is lost, a client with nothing but reserves
+ * waiting for a reply keeps its connection: it is held (at most hold_ms)
+ * and moved to the next primary with its session (the tube it uses, the
+ * tubes it watches) restored there; any other is closed, so a reply is
+ * never silently lost. Reading from one side pauses while the other side's
+ * write queue is above a bound, so a slow peer cannot make the proxy
+ * buffer without limit. */
 #ifndef BQ_NODE_PROXY_H
 #define BQ_NODE_PROXY_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <uv.h>
 
 typedef struct bq_proxy bq_proxy_t;
 
-/* A proxy on loop with no target. Returns new (free with bq_proxy_free) or
- * NULL when out of memory. */
-bq_proxy_t *bq_proxy_new(uv_loop_t *loop);
+/* A proxy on loop with no target, holding clients at most hold_ms for a
+ * new one. Returns new (free with bq_proxy_free) or NULL when out of
+ * memory. */
+bq_proxy_t *bq_proxy_new(uv_loop_t *loop, uint64_t hold_ms);
 
-/* Sets where new connections go (host and port are copied); NULL host: no
- * primary known. A change closes every open proxied connection. */
+/* Sets where connections go (host and port are copied); NULL host: no
+ * primary known. A change moves or closes every proxied connection (see
+ * above); held ones go to the new target. */
 void bq_proxy_set_target(bq_proxy_t *p, const char *host, const char *port);
+
+/* Receives a client the proxy hands over: fd (owned), the bytes to feed
+ * first (borrowed for the call: its restore commands, its reserves in
+ * flight, what it sent while held) and how many of its first commands
+ * restore its session (their replies must be dropped). */
+typedef void (*bq_proxy_adopt_fn)(void *arg, int fd, const char *input, size_t len,
+                                  size_t restores);
+
+/* This node became the primary: every proxied client that can move is
+ * handed to adopt(arg, ...) to be served here, the others are closed; no
+ * target is left. Returns how many were handed over. */
+size_t bq_proxy_adopt_all(bq_proxy_t *p, bq_proxy_adopt_fn adopt, void *arg);
 
 /* Takes ownership of accepted client socket fd: connects it to the target,
  * or closes it at once when there is none (or it cannot be reached). */

@@ -50,9 +50,10 @@ static void lead_now(uv_timer_t *t)
     c->standby = false;
     c->role_why = NULL;
     c->primary_name[0] = '\0';
-    bq_proxy_set_target(c->proxy, NULL, NULL);
     bq_feeder_set_primary(c->feeder, true);
     c->host.role_changed(c->host.arg, false);
+    /* Its proxied clients stay: their sessions go on here. */
+    bq_proxy_adopt_all(c->proxy, c->host.adopt, c->host.arg);
     elapsed_log("role change in place", "primary", start, e->epoch, bq_binlog_last_lsn(b));
     bq__cluster_tell_release(c);
 }

@@ -8,9 +8,12 @@
  * Covered: put/reserve/delete and a 2.5 MB job through the proxy give
  * beanstalkd's exact replies, with a numeric target and with "localhost"
  * (looked up); with no target, or one that cannot be reached or resolved, a
- * client sees EOF at once; setting the same target keeps connections,
- * another closes them and new ones go to the new target; the target dying
- * closes the client (EOF, then the proxy lets go when writing to it fails);
+ * client sees EOF at once; setting the same target keeps connections;
+ * another moves them to the new beanstalkd with their session restored
+ * (the tube used, the watch list in beanstalkd's order, a reserve in flight
+ * sent again; the restore's replies never reach the client) and closes the
+ * one with a put half sent; the target dying holds the client until a new
+ * target is set (then moved), or closes it at the hold bound;
  * the client closing or resetting closes the target side (beanstalkd's
  * current-connections drops); a half-close passes through (TIMED_OUT, then
  * EOF), also one made before the target is connected; close_all and free
@@ -58,6 +61,7 @@
 #define MID_BUF (128 * 1024)     /* several loopback MSS: no silly-window stalls */
 #define PEEK "peek 1\r\n"        /* 8 bytes; beanstalkd answers NOT_FOUND (11) */
 #define NOT_FOUND "NOT_FOUND\r\n"
+#define HOLD_MS 1500 /* how long a client waits for a new target */
 #define BIG_JOB 2500000
 #define HELD_NAME "primary.proxy.test" /* resolved by the test's DNS server only */
 
@@ -234,7 +238,7 @@ static int setup(void **state)
     f->wake.data = f;
     pthread_mutex_init(&f->mu, NULL);
     pthread_cond_init(&f->cv, NULL);
-    f->proxy = bq_proxy_new(&f->loop);
+    f->proxy = bq_proxy_new(&f->loop, HOLD_MS);
     assert_non_null(f->proxy);
     assert_int_equal(pthread_create(&f->thread, NULL, loop_main, f), 0);
     int rc = -1;
@@ -405,21 +409,70 @@ static void unreachable_target_closes_at_once(void **state)
     }
 }
 
-static void target_change_closes_connections(void **state)
+/* Sends cmd and returns its whole "OK <n>" reply, body included. */
+static char *ask_yaml(int fd, const char *cmd)
+{
+    bqt_sends(fd, cmd);
+    char *line = bqt_read_line(fd, BQT_DEADLINE_MS);
+    assert_non_null(line);
+    assert_true(strncmp(line, "OK ", 3) == 0);
+    size_t n = strtoul(line + 3, NULL, 10);
+    char *all = malloc(strlen(line) + n + 8);
+    assert_non_null(all);
+    size_t k = (size_t)sprintf(all, "%s\r\n", line);
+    assert_int_equal(bqt_read_n(fd, all + k, n + 2, BQT_DEADLINE_MS), n + 2);
+    all[k + n + 2] = '\0';
+    free(line);
+    return all;
+}
+
+/* True once beanstalkd s has a client waiting in reserve. */
+static bool reserve_waiting(void *arg)
+{
+    int fd = bqt_client(arg);
+    long long n = bqt_stat_int(fd, "stats\r\n", "current-waiting");
+    close(fd);
+    return n >= 1;
+}
+
+static void target_change_moves_sessions(void **state)
 {
     fx_t *f = *state;
-    int a = client(f), b = client(f);
+    int a = client(f), b = client(f), d = client(f), e = client(f);
     assert_int_equal(server_pid(a), f->bs[0].pid);
     assert_int_equal(server_pid(b), f->bs[0].pid);
+    it_cmd(a, "use t1\r\n", "USING t1\r\n");
+    it_cmd(a, "watch w1\r\n", "WATCHING 2\r\n");
+    it_cmd(a, "watch w2\r\n", "WATCHING 3\r\n");
+    it_cmd(a, "ignore default\r\n", "WATCHING 2\r\n");
+    char *watched = ask_yaml(a, "list-tubes-watched\r\n");
     set_target(f, "127.0.0.1", f->bs_port[0]); /* the same: nothing happens */
-    it_cmd(a, "list-tube-used\r\n", "USING default\r\n");
-    assert_int_equal(proxy_count(f), 2);
+    it_cmd(a, "list-tube-used\r\n", "USING t1\r\n");
+    assert_int_equal(proxy_count(f), 4);
+    bqt_sends(d, "reserve\r\n");           /* waits on an empty server */
+    bqt_sends(e, "put 0 0 60 10\r\nhalf"); /* a put half sent */
+    assert_true(bqt_wait_until(reserve_waiting, &f->bs[0], BQT_DEADLINE_MS));
     set_target(f, "127.0.0.1", f->bs_port[1]);
-    assert_int_equal(proxy_count(f), 0);
-    expect_eof(a);
-    expect_eof(b);
+    expect_eof(e);
+    close(e);
+    /* The others go on, on the other beanstalkd, with their sessions. */
+    assert_int_equal(server_pid(a), f->bs[1].pid);
+    it_cmd(a, "list-tube-used\r\n", "USING t1\r\n");
+    char *again = ask_yaml(a, "list-tubes-watched\r\n");
+    assert_string_equal(again, watched);
+    free(again);
+    free(watched);
+    assert_int_equal(server_pid(b), f->bs[1].pid);
+    it_cmd(b, "list-tube-used\r\n", "USING default\r\n");
+    /* The reserve in flight was sent again: a job on the new one reaches it. */
+    int direct = bqt_client(&f->bs[1]);
+    it_cmd(direct, "put 0 0 60 2\r\nhi\r\n", "INSERTED 1\r\n");
+    it_cmd(d, "", "RESERVED 1 2\r\nhi\r\n");
+    close(direct);
+    assert_int_equal(proxy_count(f), 3);
     close(a);
     close(b);
+    close(d);
     int c = client(f);
     assert_int_equal(server_pid(c), f->bs[1].pid);
     on_loop(f, do_close_all, NULL);
@@ -428,35 +481,34 @@ static void target_change_closes_connections(void **state)
     assert_int_equal(proxy_count(f), 0);
 }
 
-/* What poke_until_closed pokes. */
-typedef struct poke {
-    fx_t *f;
-    int fd;
-} poke_t;
-
-/* Sends a command (errors ignored), then asks whether the proxy let go. */
-static bool poke_closed(void *arg)
-{
-    poke_t *p = arg;
-    ssize_t n = send(p->fd, "stats\r\n", 7, MSG_NOSIGNAL);
-    (void)n;
-    return proxy_count(p->f) == 0;
-}
-
-static void target_death_closes_client(void **state)
+/* The target dies: an idle client is held (no EOF), then moved when a new
+ * target is set; with no new target it is closed at the hold bound. */
+static void target_death_holds_client(void **state)
 {
     fx_t *f = *state;
-    int fd = client(f);
-    assert_int_equal(server_pid(fd), f->bs[0].pid);
+    int fd = client(f), late = client(f);
+    it_cmd(fd, "use held\r\n", "USING held\r\n");
+    assert_int_equal(server_pid(late), f->bs[0].pid);
     bqt_server_signal(&f->bs[0], SIGKILL);
     assert_true(bqt_server_wait(&f->bs[0], BQT_DEADLINE_MS) != -1);
-    expect_eof(fd);
-    /* The client goes on sending: writing to the dead target fails, and the
-     * proxy closes both sides without waiting for the client. */
-    poke_t p = {f, fd};
-    if (!bqt_wait_until(poke_closed, &p, BQT_DEADLINE_MS))
-        fail_msg("the proxy kept a connection whose target is gone");
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    assert_int_equal(poll(&p, 1, 300), 0); /* held: no EOF, no bytes */
+    /* A command sent while held waits for the next target. */
+    bqt_sends(fd, "list-tube-used\r\n");
+    set_target(f, "127.0.0.1", f->bs_port[1]);
+    it_cmd(fd, "", "USING held\r\n");
+    assert_int_equal(server_pid(fd), f->bs[1].pid);
     close(fd);
+    /* Held with no target to go to: closed at the bound. */
+    bqt_server_signal(&f->bs[1], SIGKILL);
+    assert_true(bqt_server_wait(&f->bs[1], BQT_DEADLINE_MS) != -1);
+    long long t0 = bqt_now_ms();
+    expect_eof(late);
+    long long waited = bqt_now_ms() - t0;
+    if (waited < HOLD_MS / 2)
+        fail_msg("a held client was closed after %lld ms, before the hold bound %d", waited,
+                 HOLD_MS);
+    close(late);
 }
 
 static void client_close_closes_target_side(void **state)
@@ -768,8 +820,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(looked_up_target, setup, teardown),
         cmocka_unit_test_setup_teardown(no_target_closes_at_once, setup, teardown),
         cmocka_unit_test_setup_teardown(unreachable_target_closes_at_once, setup, teardown),
-        cmocka_unit_test_setup_teardown(target_change_closes_connections, setup, teardown),
-        cmocka_unit_test_setup_teardown(target_death_closes_client, setup, teardown),
+        cmocka_unit_test_setup_teardown(target_change_moves_sessions, setup, teardown),
+        cmocka_unit_test_setup_teardown(target_death_holds_client, setup, teardown),
         cmocka_unit_test_setup_teardown(client_close_closes_target_side, setup, teardown),
         cmocka_unit_test_setup_teardown(half_close_passes_through, setup, teardown),
         cmocka_unit_test_setup_teardown(pipelined_stream_stays_bounded, setup, teardown),

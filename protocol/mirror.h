@@ -1,0 +1,77 @@
+/* A client's session as a proxy sees it (node/cluster/proxy.c): the
+ * commands it sends (framed and parsed with parse.h, the same parser as
+ * the server's) and the replies that come back, so that the proxy knows
+ * at any moment the tube the client uses, the tubes it watches and the
+ * commands still waiting for their reply. When the primary behind the
+ * proxy changes, a client with no command in flight (or only reserves,
+ * which changed nothing while unanswered) is moved: its session is
+ * restored on the new primary with use/watch/ignore commands whose replies
+ * are swallowed, its unanswered reserves and its partial command line are
+ * sent again, and it goes on over the same TCP connection.
+ *
+ * Pure: no allocation beyond its own state, no I/O. Anything it does not
+ * follow (a line longer than the protocol allows, a reply with no command,
+ * a put with text after its size, more than BQ_MIRROR_MAX_WATCH watched
+ * tubes or BQ_MIRROR_MAX_PENDING commands in flight) makes it lost: such a
+ * client is never moved, only closed. */
+#ifndef BQ_MIRROR_H
+#define BQ_MIRROR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define BQ_MIRROR_MAX_WATCH 256
+#define BQ_MIRROR_MAX_PENDING 1024
+
+typedef struct bq_mirror bq_mirror_t;
+
+/* A new mirror of a fresh session (using and watching `default`); NULL
+ * when out of memory. */
+bq_mirror_t *bq_mirror_new(void);
+
+/* Frees m. NULL is a no-op. */
+void bq_mirror_free(bq_mirror_t *m);
+
+/* The client sent data[0..n) towards the server. */
+void bq_mirror_client(bq_mirror_t *m, const char *data, size_t n);
+
+/* The server sent data[0..n) back. Returns how many leading bytes belong to
+ * replies of restore commands (bq_mirror_restore): the proxy drops them.
+ * A restore command that did not succeed makes the mirror lost. */
+size_t bq_mirror_server(bq_mirror_t *m, const char *data, size_t n);
+
+/* True when m no longer follows the session (see above). */
+bool bq_mirror_lost(const bq_mirror_t *m);
+
+/* True while replies of restore commands are still expected. */
+bool bq_mirror_restoring(const bq_mirror_t *m);
+
+/* Commands sent whose reply has not fully come back. */
+size_t bq_mirror_pending(const bq_mirror_t *m);
+
+/* True when the session may move to another server now: m follows it, no
+ * reply is partly received, no put body is partly sent, and every command
+ * in flight is a reserve (or reserve-with-timeout). */
+bool bq_mirror_movable(const bq_mirror_t *m);
+
+/* The tube used now (borrowed). */
+const char *bq_mirror_use(const bq_mirror_t *m);
+
+/* The watched tubes: how many, and tube i (borrowed). */
+size_t bq_mirror_nwatch(const bq_mirror_t *m);
+const char *bq_mirror_watch(const bq_mirror_t *m, size_t i);
+
+/* For a movable m: the bytes to send to the new server, in a new buffer
+ * (*out, malloc'd, *len bytes): the commands that restore the session
+ * there (use, watch, ignore default), whose replies bq_mirror_server then
+ * swallows, the reserves in flight again, and the partial command line.
+ * *restores is the number of restore commands (replies the caller must
+ * drop itself when it feeds the bytes to a local session instead). 0, or
+ * -1 when m is not movable or out of memory. */
+int bq_mirror_restore(bq_mirror_t *m, char **out, size_t *len, size_t *restores);
+
+/* The restore commands' replies will not come through bq_mirror_server
+ * (the session is fed to a local engine that drops them): forgets them. */
+void bq_mirror_forget_restores(bq_mirror_t *m);
+
+#endif
