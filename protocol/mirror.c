@@ -9,7 +9,6 @@
  * moves the last tube into the gap). */
 #include "protocol/mirror.h"
 
-#include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,9 +20,10 @@
 
 typedef struct mcmd {
     bq_op_t op;
-    int32_t timeout;            /* reserve-with-timeout */
     bool restore;               /* a restore command: its reply is dropped */
     char name[BQ_NAME_MAX + 1]; /* use, watch, ignore */
+    uint8_t len;                /* the command line as sent, CRLF included */
+    char line[BQ_LINE_MAX];
 } mcmd_t;
 
 struct bq_mirror {
@@ -159,7 +159,9 @@ static void command(bq_mirror_t *m, const char *line, size_t len)
     if (!c)
         return;
     c->op = st == BQ_PARSE_OK ? cmd.op : BQ_OP_UNKNOWN;
-    c->timeout = cmd.timeout;
+    memcpy(c->line, line, len);
+    memcpy(c->line + len, "\r\n", 2);
+    c->len = (uint8_t)(len + 2);
     if (st == BQ_PARSE_OK &&
         (cmd.op == BQ_OP_USE || cmd.op == BQ_OP_WATCH || cmd.op == BQ_OP_IGNORE)) {
         memcpy(c->name, cmd.name, cmd.name_len);
@@ -293,13 +295,37 @@ size_t bq_mirror_server(bq_mirror_t *m, const char *data, size_t n)
 
 /* ---- moving the session ---- */
 
+/* Whether a command whose reply never came may be sent again to another
+ * server: one that changes nothing durable (reserves: a reservation dies
+ * with its server anyway; reads; use, watch and ignore, restored anyway).
+ * A put, delete, release, bury, touch, kick, kick-job or pause-tube may
+ * have been done already: sent again, it would be done twice or answered
+ * as if it had not been (a delete done on the old server, then NOT_FOUND),
+ * so its client is closed instead, its outcome unknown. */
+static bool resendable(bq_op_t op)
+{
+    switch (op) {
+    case BQ_OP_PUT:
+    case BQ_OP_DELETE:
+    case BQ_OP_RELEASE:
+    case BQ_OP_BURY:
+    case BQ_OP_TOUCH:
+    case BQ_OP_KICK:
+    case BQ_OP_KICK_JOB:
+    case BQ_OP_PAUSE_TUBE:
+        return false;
+    default:
+        return true;
+    }
+}
+
 bool bq_mirror_movable(const bq_mirror_t *m)
 {
     if (m->lost || m->quit || m->reply_len > 0 || m->server_skip > 0 || m->client_skip > 0)
         return false;
     for (size_t i = 0; i < m->qlen; i++) {
         const mcmd_t *c = at(m, i);
-        if (c->restore || (c->op != BQ_OP_RESERVE && c->op != BQ_OP_RESERVE_TIMEOUT))
+        if (c->restore || !resendable(c->op))
             return false;
     }
     return true;
@@ -349,7 +375,7 @@ int bq_mirror_restore(bq_mirror_t *m, char **out, size_t *len, size_t *restores)
     if (!bq_mirror_movable(m))
         return -1;
     char *buf = NULL;
-    size_t n = 0, cap = 0, nr = 0, reserves = m->qlen;
+    size_t n = 0, cap = 0, nr = 0, inflight = m->qlen;
     /* The state the mirror reaches again as the restore replies come. */
     char use[BQ_NAME_MAX + 1], *want[BQ_MIRROR_MAX_WATCH];
     size_t nwant = m->nwatch;
@@ -378,15 +404,13 @@ int bq_mirror_restore(bq_mirror_t *m, char **out, size_t *len, size_t *restores)
         for (size_t i = from; ok && i < nwant; i++)
             ok = restore_cmd(m, &nr, BQ_OP_WATCH, "watch", want[i], &buf, &n, &cap);
     }
-    /* The reserves in flight, again (after the restores in the queue). */
-    for (size_t i = nr; ok && i < nr + reserves; i++) {
+    /* The commands in flight, again (after the restores in the queue). */
+    for (size_t i = nr; ok && i < nr + inflight; i++) {
         const mcmd_t *c = at(m, i);
-        char line[48];
-        if (c->op == BQ_OP_RESERVE)
-            snprintf(line, sizeof line, "reserve\r\n");
-        else
-            snprintf(line, sizeof line, "reserve-with-timeout %" PRId32 "\r\n", c->timeout);
-        ok = put_text(&buf, &n, &cap, line);
+        char line[BQ_LINE_MAX + 1];
+        memcpy(line, c->line, c->len);
+        line[c->len] = '\0';
+        ok = memchr(c->line, '\0', c->len) == NULL && put_text(&buf, &n, &cap, line);
     }
     if (ok && m->line_len > 0) {
         char partial[BQ_LINE_MAX + 1];

@@ -3,11 +3,16 @@
  * the server's) and the replies that come back, so that the proxy knows
  * at any moment the tube the client uses, the tubes it watches and the
  * commands still waiting for their reply. When the primary behind the
- * proxy changes, a client with no command in flight (or only reserves,
- * which changed nothing while unanswered) is moved: its session is
- * restored on the new primary with use/watch/ignore commands whose replies
- * are swallowed, its unanswered reserves and its partial command line are
- * sent again, and it goes on over the same TCP connection.
+ * proxy changes, a client with no change in flight is moved: its session
+ * is restored on the new primary with use/watch/ignore commands whose
+ * replies are swallowed, its commands in flight (reserves and reads, which
+ * changed nothing durable) and its partial command line are sent again,
+ * and it goes on over the same TCP connection. A change in flight (put,
+ * delete, release, bury, touch, kick, kick-job, pause-tube) may have been
+ * done already: such a client is closed, its outcome unknown, as a broken
+ * connection always left it. Later commands get the new primary's replies
+ * for the jobs' states there (a delete of a job reserved through the old
+ * primary finds it ready and deletes it; a release or bury: NOT_FOUND).
  *
  * Pure: no allocation beyond its own state, no I/O. Anything it does not
  * follow (a line longer than the protocol allows, a reply with no command,
@@ -50,8 +55,8 @@ bool bq_mirror_restoring(const bq_mirror_t *m);
 size_t bq_mirror_pending(const bq_mirror_t *m);
 
 /* True when the session may move to another server now: m follows it, no
- * reply is partly received, no put body is partly sent, and every command
- * in flight is a reserve (or reserve-with-timeout). */
+ * reply is partly received, no put body is partly sent, and no command in
+ * flight changes anything durable. */
 bool bq_mirror_movable(const bq_mirror_t *m);
 
 /* The tube used now (borrowed). */
@@ -64,7 +69,7 @@ const char *bq_mirror_watch(const bq_mirror_t *m, size_t i);
 /* For a movable m: the bytes to send to the new server, in a new buffer
  * (*out, malloc'd, *len bytes): the commands that restore the session
  * there (use, watch, ignore default), whose replies bq_mirror_server then
- * swallows, the reserves in flight again, and the partial command line.
+ * swallows, the commands in flight again, and the partial command line.
  * *restores is the number of restore commands (replies the caller must
  * drop itself when it feeds the bytes to a local session instead). 0, or
  * -1 when m is not movable or out of memory. */

@@ -270,8 +270,7 @@ void bq_cluster_close(bq_cluster_t *c)
     bq_failover_close(c->failover);
     bq_feeder_close(c->feeder);
     bq_receiver_close(c->receiver);
-    if (c->proxy)
-        bq_proxy_close_all(c->proxy);
+    bq_proxy_close(c->proxy);
     bq_resync_abort(c->resync);
     c->resync = NULL;
 }

@@ -106,6 +106,7 @@ struct bq_proxy {
     size_t count; /* connections in conns */
     size_t live;  /* connections not freed yet */
     bool dying;   /* bq_proxy_free was called */
+    bool closed;  /* bq_proxy_close was called */
     bq_log_limit_t limit;
     char buf[READ_BUF_SIZE]; /* every read lands here and is copied out at once */
 };
@@ -746,11 +747,21 @@ size_t bq_proxy_adopt_all(bq_proxy_t *p, bq_proxy_adopt_fn adopt, void *arg)
     return n;
 }
 
+void bq_proxy_close(bq_proxy_t *p)
+{
+    if (!p || p->closed)
+        return;
+    p->closed = true;
+    bq_proxy_close_all(p);
+    uv_close((uv_handle_t *)&p->timer, timer_closed);
+}
+
 void bq_proxy_free(bq_proxy_t *p)
 {
     if (!p)
         return;
     p->dying = true;
-    bq_proxy_close_all(p);
-    uv_close((uv_handle_t *)&p->timer, timer_closed);
+    bq_proxy_close(p);
+    if (p->live == 0)
+        proxy_release(p);
 }

@@ -51,8 +51,12 @@ size_t bq_proxy_count(const bq_proxy_t *p);
 /* Closes every proxied connection; the proxy stays usable. */
 void bq_proxy_close_all(bq_proxy_t *p);
 
-/* Closes everything and frees p once the loop has run the close callbacks
- * (call before the loop's last uv_run). NULL is a no-op. */
+/* Shutdown: closes every connection and the proxy's timer. NULL is a
+ * no-op. */
+void bq_proxy_close(bq_proxy_t *p);
+
+/* Closes everything (bq_proxy_close) and frees p once the loop has run the
+ * close callbacks. NULL is a no-op. */
 void bq_proxy_free(bq_proxy_t *p);
 
 #endif

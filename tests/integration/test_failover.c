@@ -1016,15 +1016,131 @@ static void sigterm_while_switching_over_and_electing(void **state)
     s->passed = true;
 }
 
+/* ---- 4c. clients of a standby keep their connections and sessions ---- */
+
+/* A client of node i (proxied when it is a standby) that uses and watches
+ * only tube. */
+static int session_client(suite_t *s, size_t i, const char *tube)
+{
+    int fd = bqt_client(&s->c->node[i].srv);
+    char cmd[96], want[96];
+    snprintf(cmd, sizeof cmd, "use %s\r\n", tube);
+    snprintf(want, sizeof want, "USING %s", tube);
+    expect_reply(fd, cmd, want);
+    snprintf(cmd, sizeof cmd, "watch %s\r\n", tube);
+    expect_reply(fd, cmd, "WATCHING 2");
+    expect_reply(fd, "ignore default\r\n", "WATCHING 1");
+    return fd;
+}
+
+/* fd's session is still tube's alone, and node i answers it. */
+static void expect_session(suite_t *s, int fd, const char *tube, size_t i)
+{
+    char want[96];
+    snprintf(want, sizeof want, "USING %s", tube);
+    expect_reply(fd, "list-tube-used\r\n", want);
+    char *r = bqc_ask(fd, "list-tubes-watched\r\n", HELD_MS);
+    snprintf(want, sizeof want, "OK %zu\r\n---\n- %s\n", strlen(tube) + 7, tube);
+    if (!r || strncmp(r, want, strlen(want)) != 0)
+        fail_msg("the session of %s's client lost its watch list: %s", tube, r ? r : "(none)");
+    free(r);
+    bqc_view_t v;
+    r = bqc_ask(fd, "stats\r\n", HELD_MS);
+    if (!r || bqc_view_parse(r, &v) != 0 || strcmp(v.node, name_of(s, i)) != 0)
+        fail_msg("%s's client is not served by the primary %s", tube, name_of(s, i));
+    free(r);
+}
+
+/* A job put into tube through node i reaches worker fd, waiting in
+ * reserve since before the role change; the worker deletes it. */
+static void expect_job_reaches(suite_t *s, size_t i, const char *tube, int fd)
+{
+    int p = bqt_client(&s->c->node[i].srv);
+    char cmd[96];
+    snprintf(cmd, sizeof cmd, "use %s\r\n", tube);
+    expect_reply(p, cmd, "USING ");
+    char *r = bqc_ask(p, "put 0 0 60 4\r\nwork\r\n", HELD_MS);
+    unsigned long long id = r ? strtoull(r + 9, NULL, 10) : 0;
+    if (!r || strncmp(r, "INSERTED ", 9) != 0)
+        fail_msg("a put into %s: %s", tube, r ? r : "(none)");
+    free(r);
+    close(p);
+    char *line = bqt_read_line(fd, HELD_MS);
+    char want[64];
+    snprintf(want, sizeof want, "RESERVED %llu 4", id);
+    if (!line || strncmp(line, want, strlen(want)) != 0)
+        fail_msg("the worker of %s waiting since before the role change got \"%s\", want %s", tube,
+                 line ? line : "nothing", want);
+    free(line);
+    free(bqt_read_line(fd, HELD_MS)); /* the body */
+    snprintf(cmd, sizeof cmd, "delete %llu\r\n", id);
+    expect_reply(fd, cmd, "DELETED");
+}
+
+/* Clients of a standby, one idle and one waiting in reserve, keep their
+ * TCP connections and sessions when that standby becomes the primary by a
+ * switchover (it serves them itself), and when the primary is killed
+ * while they are proxied (moved to the new primary); the workload's
+ * history checker finds nothing lost. */
+static void proxied_clients_survive_role_changes(void **state)
+{
+    suite_t *s = *state;
+    bqc_view_t v0, v1;
+    for (size_t i = 0; i < NODES; i++)
+        s->c->node[i].admin_port = bqt_free_port();
+    start_all(s);
+    size_t p = bqw_wait_primary(s->w, -1, &v0);
+    size_t a = (p + 1) % NODES, b = (p + 2) % NODES;
+    bqw_wait_streaming(s->w, a, true);
+    bqw_wait_streaming(s->w, b, true);
+    bqw_start(s->w);
+    int c1 = session_client(s, a, "pa"), w1 = session_client(s, a, "pa-work");
+    bqt_sends(w1, "reserve\r\n");
+    expect_session(s, c1, "pa", p);
+    /* Switchover to a: its proxied clients become its own. */
+    bqa_conn_t *h = switchover_send(s, p, a);
+    char text[HTTP_TEXT];
+    int status = bqa_reply(h, BQC_WAIT_MS, text, sizeof text);
+    bqa_close(h);
+    if (status != 200)
+        fail_msg("switchover to %s: %d %s", name_of(s, a), status, text);
+    assert_int_equal(bqw_wait_primary(s->w, (int)p, &v1), a);
+    expect_session(s, c1, "pa", a);
+    expect_job_reaches(s, a, "pa-work", w1);
+    bqc_wait_log(s->c, a, "proxy: proxied clients now served here", NULL, 1, BQC_WAIT_MS);
+    /* kill -9 of the primary a: the clients proxied by b move. */
+    bqw_wait_streaming(s->w, b, true);
+    int c2 = session_client(s, b, "pb"), w2 = session_client(s, b, "pb-work");
+    bqt_sends(w2, "reserve\r\n");
+    expect_session(s, c2, "pb", a);
+    bqh_mark(bqw_history(s->w), "kill -9 of the primary %s", name_of(s, a));
+    bqw_node_kill(s->w, a);
+    close(c1); /* a's own clients are gone with it */
+    close(w1);
+    size_t q = bqw_wait_primary(s->w, (int)a, &v1);
+    expect_session(s, c2, "pb", q);
+    expect_job_reaches(s, q, "pb-work", w2);
+    close(c2);
+    close(w2);
+    bqw_wait_acks(s->w, 100);
+    bqw_check(s->w, q, NULL, NULL);
+    s->passed = true;
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        T(auto_elects_and_fails_over),   T(killed_primary_rejoins),
-        T(paused_primary_is_fenced),     T(partitioned_primary_steps_aside),
-        T(forked_tail_is_cut_on_rejoin), T(witness_breaks_the_tie),
-        T(random_fault_rounds),          T(sigterm_while_switching_over_and_electing),
+        T(auto_elects_and_fails_over),
+        T(killed_primary_rejoins),
+        T(paused_primary_is_fenced),
+        T(partitioned_primary_steps_aside),
+        T(forked_tail_is_cut_on_rejoin),
+        T(proxied_clients_survive_role_changes),
+        T(witness_breaks_the_tie),
+        T(random_fault_rounds),
+        T(sigterm_while_switching_over_and_electing),
     };
     if (getenv("BQT_FILTER"))
         cmocka_set_test_filter(getenv("BQT_FILTER"));
