@@ -346,6 +346,23 @@ static void reset_target(pconn_t *c)
     uv_close((uv_handle_t *)&c->target.tcp, held_reset_cb);
 }
 
+/* Marks c held (its target handle is fresh) and arms the hold timer. */
+static void mark_held(pconn_t *c)
+{
+    c->held_at = uv_now(c->p->loop) | 1;
+    if (!uv_is_active((uv_handle_t *)&c->p->timer))
+        uv_timer_start(&c->p->timer, on_hold_timer, RETRY_MS, RETRY_MS);
+}
+
+/* A client that never reached a target (its bytes are all in early) waits
+ * for one: nothing to restore, nothing to send again. */
+static void hold_new(pconn_t *c)
+{
+    c->restores_kept = 0;
+    mark_held(c);
+    bq_logm(BQ_LOG_DEBUG, "proxy: new client held for the primary");
+}
+
 /* Holds client c for the next target: what restores its session there
  * goes first into the bytes kept for it. */
 static void hold(pconn_t *c)
@@ -363,24 +380,25 @@ static void hold(pconn_t *c)
     }
     free(bytes);
     c->restores_kept = restores;
-    c->held_at = uv_now(c->p->loop) | 1;
+    mark_held(c);
     reset_target(c);
-    if (!uv_is_active((uv_handle_t *)&c->p->timer))
-        uv_timer_start(&c->p->timer, on_hold_timer, RETRY_MS, RETRY_MS);
     bq_log(BQ_LOG_DEBUG, "proxy: client held for the next primary", "restores=%zu bytes=%zu",
            restores, len);
 }
 
 /* The target of c went away (what: why, err: the libuv error or 0). A held
- * client whose retry failed waits on; a connected one with nothing but
- * reserves in flight is held; any other is closed (or, at the target's
- * EOF, shut down gracefully: its last replies still reach the client). */
+ * client whose retry failed, or one that never reached a target, waits; a
+ * connected one with no change in flight is held; any other is closed (or,
+ * at the target's EOF, shut down gracefully: its last replies still reach
+ * the client). */
 static void target_lost(pconn_t *c, const char *what, int err, bool eof)
 {
     if (c->closing)
         return;
-    if (c->held_at) {
+    if (c->held_at || (!c->connected && !c->client.eof && !c->p->dying)) {
         bq_log(BQ_LOG_DEBUG, what, "err=\"%s\" held=1", err ? uv_strerror(err) : "eof");
+        if (!c->held_at)
+            hold_new(c);
         reset_target(c);
         return;
     }
@@ -641,9 +659,9 @@ void bq_proxy_set_target(bq_proxy_t *p, const char *host, const char *port)
 
 void bq_proxy_accept(bq_proxy_t *p, int fd)
 {
-    pconn_t *c = p->host && !p->dying ? calloc(1, sizeof *c) : NULL;
+    pconn_t *c = !p->dying && !p->closed ? calloc(1, sizeof *c) : NULL;
     if (!c) {
-        if (p->host && !p->dying)
+        if (!p->dying && !p->closed)
             bq_logm(BQ_LOG_WARN, "proxy: out of memory; connection closed");
         close(fd);
         return;
@@ -675,6 +693,10 @@ void bq_proxy_accept(bq_proxy_t *p, int fd)
     }
     uv_tcp_nodelay(&c->client.tcp, 1);
     r = uv_read_start(stream(&c->client), on_alloc, on_read);
+    if (r == 0 && !p->host) { /* no primary known: it waits for one */
+        hold_new(c);
+        return;
+    }
     if (r == 0)
         r = start_connect(c);
     bq_log(BQ_LOG_DEBUG, "proxy: client accepted", "fd=%d primary=\"%s\"", fd, p->host);

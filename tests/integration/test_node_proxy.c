@@ -7,8 +7,10 @@
  *
  * Covered: put/reserve/delete and a 2.5 MB job through the proxy give
  * beanstalkd's exact replies, with a numeric target and with "localhost"
- * (looked up); with no target, or one that cannot be reached or resolved, a
- * client sees EOF at once; setting the same target keeps connections;
+ * (looked up); with no target a new client is held until one is set (its
+ * command answered then), or closed at the hold bound, as with a target
+ * that cannot be reached or resolved; setting the same target keeps
+ * connections;
  * another moves them to the new beanstalkd with their session restored
  * (the tube used, the watch list in beanstalkd's order, a reserve in flight
  * sent again; the restore's replies never reach the client) and closes the
@@ -379,21 +381,41 @@ static void looked_up_target(void **state)
     close(fd);
 }
 
-static void no_target_closes_at_once(void **state)
+/* Asserts EOF on fd no sooner than half the hold bound (held meanwhile). */
+static void expect_eof_after_hold(int fd)
+{
+    long long t0 = bqt_now_ms();
+    expect_eof(fd);
+    long long waited = bqt_now_ms() - t0;
+    if (waited < HOLD_MS / 2)
+        fail_msg("a held client was closed after %lld ms, before the hold bound %d", waited,
+                 HOLD_MS);
+}
+
+/* With no target, a new client is held: its command is answered once a
+ * target is set; with none in time, it is closed at the hold bound. */
+static void no_target_holds_new_clients(void **state)
 {
     fx_t *f = *state;
     set_target(f, NULL, NULL);
     int fd = client(f);
-    expect_eof(fd);
-    close(fd);
-    assert_int_equal(proxy_count(f), 0);
+    bqt_sends(fd, "list-tube-used\r\n");
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    assert_int_equal(poll(&p, 1, 300), 0);
+    assert_int_equal(proxy_count(f), 1);
     set_target(f, "127.0.0.1", f->bs_port[0]);
-    fd = client(f);
-    it_cmd(fd, "list-tube-used\r\n", "USING default\r\n");
+    it_cmd(fd, "", "USING default\r\n");
     close(fd);
+    set_target(f, NULL, NULL);
+    fd = client(f);
+    expect_eof_after_hold(fd);
+    close(fd);
+    expect_count(f, 0);
 }
 
-static void unreachable_target_closes_at_once(void **state)
+/* A target that refuses or cannot be looked up: a new client is held,
+ * retried, and closed at the hold bound. */
+static void unreachable_target_closes_at_the_bound(void **state)
 {
     fx_t *f = *state;
     char port[16];
@@ -403,7 +425,7 @@ static void unreachable_target_closes_at_once(void **state)
     for (size_t i = 0; i < sizeof hosts / sizeof hosts[0]; i++) {
         set_target(f, hosts[i][0], hosts[i][1]);
         int fd = client(f);
-        expect_eof(fd);
+        expect_eof_after_hold(fd);
         close(fd);
         expect_count(f, 0);
     }
@@ -502,12 +524,7 @@ static void target_death_holds_client(void **state)
     /* Held with no target to go to: closed at the bound. */
     bqt_server_signal(&f->bs[1], SIGKILL);
     assert_true(bqt_server_wait(&f->bs[1], BQT_DEADLINE_MS) != -1);
-    long long t0 = bqt_now_ms();
-    expect_eof(late);
-    long long waited = bqt_now_ms() - t0;
-    if (waited < HOLD_MS / 2)
-        fail_msg("a held client was closed after %lld ms, before the hold bound %d", waited,
-                 HOLD_MS);
+    expect_eof_after_hold(late);
     close(late);
 }
 
@@ -818,8 +835,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(commands_get_beanstalkd_replies, setup, teardown),
         cmocka_unit_test_setup_teardown(big_job_passes_both_ways, setup, teardown),
         cmocka_unit_test_setup_teardown(looked_up_target, setup, teardown),
-        cmocka_unit_test_setup_teardown(no_target_closes_at_once, setup, teardown),
-        cmocka_unit_test_setup_teardown(unreachable_target_closes_at_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(no_target_holds_new_clients, setup, teardown),
+        cmocka_unit_test_setup_teardown(unreachable_target_closes_at_the_bound, setup, teardown),
         cmocka_unit_test_setup_teardown(target_change_moves_sessions, setup, teardown),
         cmocka_unit_test_setup_teardown(target_death_holds_client, setup, teardown),
         cmocka_unit_test_setup_teardown(client_close_closes_target_side, setup, teardown),
