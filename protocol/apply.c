@@ -134,7 +134,8 @@ static bq_job_t *new_job(bq_engine_t *e, const Bq__Log__JobFull *f, bq_now_t now
     return j;
 }
 
-static int apply_full(bq_engine_t *e, const Bq__Log__JobFull *f, uint32_t file, bq_now_t now)
+static int apply_full(bq_engine_t *e, const Bq__Log__JobFull *f, uint32_t file, bq_now_t now,
+                      bq_apply_effect_t *eff)
 {
     if (!f->id || f->id > ID_MAX || !f->tube || !bq_tube_name_valid(f->tube, strlen(f->tube)) ||
         !status_valid(f->status) || f->body.len > BQ_MAX_JOB_SIZE_LIMIT)
@@ -145,6 +146,9 @@ static int apply_full(bq_engine_t *e, const Bq__Log__JobFull *f, uint32_t file, 
     bq_job_t *j = new_job(e, f, now);
     if (!j)
         return BQ_ENOMEM;
+    eff->full = true;
+    eff->existed = old != NULL;
+    eff->prev_file = old ? old->file : 0;
     if (old) {
         /* Replace the old job without freeing its tube first: the tube and
          * its pause must survive when this was its only job. */
@@ -184,15 +188,18 @@ static int apply_update(bq_engine_t *e, const Bq__Log__JobUpdate *u, bq_now_t no
     return 0;
 }
 
-static int apply_delete(bq_engine_t *e, const Bq__Log__JobDelete *d)
+static int apply_delete(bq_engine_t *e, const Bq__Log__JobDelete *d, bq_apply_effect_t *eff)
 {
     if (!d->id)
         return BQ_EBADRECORD;
     bq_job_t *j = bq__jobtab_find(&e->jobs, d->id);
     if (j && j->state == BQ_JOB_RESERVED)
         return BQ_EBADRECORD;
-    if (j)
+    if (j) {
+        eff->gone = eff->existed = true;
+        eff->prev_file = j->file;
         drop_job(e, j);
+    }
     return 0;
 }
 
@@ -247,19 +254,27 @@ static int apply_ids(bq_engine_t *e, const Bq__Log__IdReservation *ids)
 
 int bq_engine_apply(bq_engine_t *e, const uint8_t *data, size_t len, uint32_t file, bq_now_t now)
 {
+    bq_apply_effect_t eff;
+    return bq_engine_apply_ex(e, data, len, file, now, &eff);
+}
+
+int bq_engine_apply_ex(bq_engine_t *e, const uint8_t *data, size_t len, uint32_t file, bq_now_t now,
+                       bq_apply_effect_t *eff)
+{
+    memset(eff, 0, sizeof *eff);
     Bq__Log__Record *r = bq__log__record__unpack(NULL, len, data);
     if (!r)
         return BQ_EBADRECORD;
     int rc;
     switch (r->kind_case) {
     case BQ__LOG__RECORD__KIND_FULL:
-        rc = apply_full(e, r->full, file, now);
+        rc = apply_full(e, r->full, file, now, eff);
         break;
     case BQ__LOG__RECORD__KIND_UPDATE:
         rc = apply_update(e, r->update, now);
         break;
     case BQ__LOG__RECORD__KIND_DELETE:
-        rc = apply_delete(e, r->delete_);
+        rc = apply_delete(e, r->delete_, eff);
         break;
     case BQ__LOG__RECORD__KIND_PAUSE:
         rc = apply_pause(e, r->pause, now);

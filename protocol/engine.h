@@ -210,6 +210,20 @@ void bq_engine_put_abort(bq_engine_t *e, bq_job_t *job);
  * standbys; no client may hold a reservation. 0 or BQ_E*. */
 int bq_engine_apply(bq_engine_t *e, const uint8_t *data, size_t len, uint32_t file, bq_now_t now);
 
+/* What applying one record did to the jobs' segments (for a log that keeps
+ * count of the live jobs per segment, as a standby's binlog does). */
+typedef struct bq_apply_effect {
+    bool full;          /* a job's full record: the job's segment is now `file` */
+    bool gone;          /* a job was deleted */
+    bool existed;       /* the job was there before (its full record in prev_file) */
+    uint32_t prev_file; /* with existed: its segment before */
+} bq_apply_effect_t;
+
+/* bq_engine_apply, also telling in *eff what it did to the jobs' segments
+ * (zeroed when it did nothing to them). */
+int bq_engine_apply_ex(bq_engine_t *e, const uint8_t *data, size_t len, uint32_t file, bq_now_t now,
+                       bq_apply_effect_t *eff);
+
 /* Moves the next job id one reservation block further: a new primary skips
  * ids its predecessor may have handed out from a block whose reservation
  * never reached it (call before the checkpoint that logs the reservation). */

@@ -73,10 +73,25 @@ bool bq_binlog_failing(const bq_binlog_t *b)
 }
 
 /* The segment whose number the engine stored as `file`, or NULL. */
+/* The segment numbered file: a binary search (segments are oldest first,
+ * their numbers rising), then a scan should the numbers have wrapped past
+ * FILE_MASK. */
 static seg_t *find_seg(bq_binlog_t *b, uint32_t file)
 {
+    uint32_t want = file & FILE_MASK;
+    size_t lo = 0, hi = b->nsegs;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        uint32_t at = (uint32_t)(b->segs[mid].seq & FILE_MASK);
+        if (at == want)
+            return &b->segs[mid];
+        if (at < want)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
     for (size_t i = b->nsegs; i-- > 0;)
-        if ((b->segs[i].seq & FILE_MASK) == (file & FILE_MASK))
+        if ((b->segs[i].seq & FILE_MASK) == want)
             return &b->segs[i];
     return NULL;
 }
@@ -478,6 +493,23 @@ static void job_left(bq_binlog_t *b, uint32_t file, uint64_t lsn)
     }
 }
 
+void bq__binlog_count_change(bq_binlog_t *b, bool full, bool gone, uint32_t prev_file, uint64_t lsn)
+{
+    seg_t *cur = bq__binlog_current(b);
+    if (full) {
+        cur->jobs++;
+        if (prev_file)
+            job_left(b, prev_file, lsn);
+        else
+            b->live_jobs++;
+    } else if (gone) {
+        if (prev_file)
+            job_left(b, prev_file, lsn);
+        if (b->live_jobs > 0)
+            b->live_jobs--;
+    }
+}
+
 uint32_t bq_binlog_log(void *arg, const bq_log_entry_t *en)
 {
     bq_binlog_t *b = arg;
@@ -495,18 +527,7 @@ uint32_t bq_binlog_log(void *arg, const bq_log_entry_t *en)
     memcpy(p + BQ_FRAME_HEADER, en->data, en->len);
     b->batch_len = need;
     seg_t *cur = bq__binlog_current(b);
-    if (en->full) {
-        cur->jobs++;
-        if (en->prev_file)
-            job_left(b, en->prev_file, lsn);
-        else
-            b->live_jobs++;
-    } else if (en->gone) {
-        if (en->prev_file)
-            job_left(b, en->prev_file, lsn);
-        if (b->live_jobs > 0)
-            b->live_jobs--;
-    }
+    bq__binlog_count_change(b, en->full, en->gone, en->prev_file, lsn);
     if (en->sync)
         bq_binlog_lsns_need_sync(&b->lsns, lsn);
     if (!b->in_checkpoint)

@@ -39,6 +39,7 @@ typedef struct bq_binlog_seg_info {
     uint64_t data_start; /* offset of its first frame */
     uint64_t data_end;   /* frames lie before this offset (a zero header may end them sooner) */
     bool current;        /* the one being appended to */
+    uint64_t jobs;       /* live jobs whose latest full record is in it */
 } bq_binlog_seg_info_t;
 
 /* Errors of bq_binlog_open and bq_binlog_start. */
@@ -168,6 +169,10 @@ typedef struct bq_binlog_cut {
  * it. 0 and *out, or -errno (logged; the log may be partly moved aside,
  * and a start replays what is left). */
 int bq_binlog_cut_after(bq_binlog_t *b, uint64_t lsn, bq_now_t now, bq_binlog_cut_t *out);
+
+/* Standby: frame lsn, just appended, was applied with effect eff (from
+ * bq_engine_apply_ex): keeps the live jobs per segment exact. */
+void bq_binlog_follow_applied(bq_binlog_t *b, const bq_apply_effect_t *eff, uint64_t lsn);
 
 /* The number of the current segment (the `file` of records applied now). */
 uint32_t bq_binlog_current_file(const bq_binlog_t *b);

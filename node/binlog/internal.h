@@ -123,6 +123,12 @@ void bq__binlog_unlink_oldest(bq_binlog_t *b);
  * be handed out twice). If not, starts that fsync. */
 bool bq__binlog_may_unlink_oldest(bq_binlog_t *b);
 
+/* A record at lsn moved a job's full record to the current segment (full;
+ * from prev_file, 0 for a new job) or deleted it (gone; from prev_file):
+ * the live jobs per segment follow. */
+void bq__binlog_count_change(bq_binlog_t *b, bool full, bool gone, uint32_t prev_file,
+                             uint64_t lsn);
+
 /* bq_engine_each_job_file callback: counts a live job in its segment. */
 void bq__binlog_count_job(void *arg, uint32_t file);
 

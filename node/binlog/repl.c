@@ -6,11 +6,13 @@
  *
  * A standby never logs records of its own, so it cannot move jobs forward;
  * the primary's compaction does that, and its relogged records arrive like
- * any other. When the primary's stream starts a new segment and the log is
- * more than twice what the live jobs need, the standby recounts which
- * segments hold live jobs and removes the oldest ones that hold none, as
- * long as a later, closed (so fsynced) segment starts with a checkpoint that
- * restates the id reservation and the paused tubes. */
+ * any other. The live jobs per segment are counted as each frame is
+ * applied (bq_binlog_follow_applied), exactly as the primary counts what it
+ * logs, so a standby that becomes the primary has them at once. When the
+ * primary's stream starts a new segment and the log is more than twice what
+ * the live jobs need, the standby removes the oldest segments that hold no
+ * live job, as long as a later, closed (so fsynced) segment starts with a
+ * checkpoint that restates the id reservation and the paused tubes. */
 #include <errno.h>
 #include <string.h>
 #include <unistd.h>
@@ -66,6 +68,7 @@ void bq_binlog_seg(const bq_binlog_t *b, size_t i, bq_binlog_seg_info_t *out)
         .data_start = sg->data_start,
         .data_end = cur ? b->data_end : sg->size,
         .current = cur,
+        .jobs = sg->jobs,
     };
 }
 
@@ -74,15 +77,14 @@ uint32_t bq_binlog_current_file(const bq_binlog_t *b)
     return b->nsegs > 0 ? (uint32_t)b->segs[b->nsegs - 1].seq : 0;
 }
 
-/* Recounts the live jobs of every segment and removes the oldest segments
- * that hold none, up to the newest closed segment starting with a
- * checkpoint. */
+/* Removes the oldest segments that hold no live job, up to the newest
+ * closed segment starting with a checkpoint. The live jobs per segment are
+ * kept exact as frames are applied (bq_binlog_follow_applied). */
 static void follower_compact(bq_binlog_t *b)
 {
-    /* The recount costs a pass over every live job: only worth it once the
-     * log is more than twice what the live jobs need, which is also when the
-     * primary moves them forward (so the standby's log stays within about
-     * twice the live data, like the primary's). */
+    /* Only once the log is more than twice what the live jobs need, which
+     * is also when the primary moves them forward (so the standby's log
+     * stays within about twice the live data, like the primary's). */
     uint64_t live = bq_engine_live_log_bytes(b->engine);
     uint64_t floor = live > b->cfg.seg_size ? live : b->cfg.seg_size;
     if (b->total / 2 <= floor)
@@ -91,10 +93,6 @@ static void follower_compact(bq_binlog_t *b)
     for (size_t i = 0; i + 1 < b->nsegs; i++)
         if (b->segs[i].checkpoint)
             keep_from = i;
-    for (size_t i = 0; i < b->nsegs; i++)
-        b->segs[i].jobs = 0;
-    b->live_jobs = 0;
-    bq_engine_each_job_file(b->engine, bq__binlog_count_job, b);
     while (keep_from > 0 && b->segs[0].jobs == 0 && bq__binlog_may_unlink_oldest(b)) {
         bq__binlog_unlink_oldest(b);
         keep_from--;
@@ -141,6 +139,12 @@ static void follower_grow(bq_binlog_t *b, uint64_t need)
         b->segs[b->nsegs - 1].size = to;
         b->prealloc = to;
     }
+}
+
+void bq_binlog_follow_applied(bq_binlog_t *b, const bq_apply_effect_t *eff, uint64_t lsn)
+{
+    if (b->nsegs > 0 && (eff->full || eff->gone))
+        bq__binlog_count_change(b, eff->full, eff->gone, eff->existed ? eff->prev_file : 0, lsn);
 }
 
 int bq_binlog_follow_frames(bq_binlog_t *b, const uint8_t *data, size_t len, uint64_t last_lsn,

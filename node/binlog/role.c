@@ -14,16 +14,6 @@
 #include "node/binlog/internal.h"
 #include "protocol/frame.h"
 
-/* Counts the live jobs of every segment again (a follower counts them only
- * now and then; a primary's compaction needs them exact). */
-static void recount_jobs(bq_binlog_t *b)
-{
-    for (size_t i = 0; i < b->nsegs; i++)
-        b->segs[i].jobs = 0;
-    b->live_jobs = 0;
-    bq_engine_each_job_file(b->engine, bq__binlog_count_job, b);
-}
-
 int bq_binlog_become_primary(bq_binlog_t *b, uint64_t epoch, bq_now_t now)
 {
     if (!b->cfg.follower)
@@ -41,7 +31,8 @@ int bq_binlog_become_primary(bq_binlog_t *b, uint64_t epoch, bq_now_t now)
     b->cfg.new_epoch = true;
     b->cfg.sync = b->primary_sync;
     b->follow_first = 0;
-    recount_jobs(b);
+    /* The live jobs per segment are exact already (bq_binlog_follow_applied):
+     * nothing here costs more with more jobs. */
     /* As after a replay: ids go on past every reserved one, and a block its
      * predecessor may have handed out unseen here is skipped. */
     bq_engine_resume_ids(b->engine, false);

@@ -92,7 +92,11 @@ static int sink_frames(void *arg, const uint8_t *data, size_t len, uint64_t last
     for (size_t off = 0; off < len;) {
         bq_frame_t f;
         bq_frame_read_header(data + off, &f);
-        int r = bq_engine_apply(c->host.engine, data + off + BQ_FRAME_HEADER, f.len, file, now);
+        bq_apply_effect_t eff;
+        int r = bq_engine_apply_ex(c->host.engine, data + off + BQ_FRAME_HEADER, f.len, file, now,
+                                   &eff);
+        if (r == 0)
+            bq_binlog_follow_applied(b, &eff, f.lsn);
         if (r != 0) {
             bq_log(BQ_LOG_ERROR, "replication: a record from the primary cannot be applied",
                    "lsn=%" PRIu64 " err=%d", f.lsn, r);

@@ -26,6 +26,9 @@
  * BQ_FAILOVER_ROUNDS sets its number of rounds (20), BQ_FAILOVER_SEED
  * replays a run's choices (the seed is printed; timing is not replayed),
  * BQ_FAILOVER_FAULTS=kill-primary,switchover... draws from those kinds only.
+ * The rounds carry a queue of BQ_FAILOVER_QUEUE jobs (20,000; the soak uses
+ * 1,000,000) in a tube of their own, put before the first round and
+ * counted whole on the last primary.
  *
  * A failed case keeps its work directory (binlogs, every node's logs) and
  * prints where it is. BQT_FILTER='name*' runs some cases only. */
@@ -936,6 +939,51 @@ static void print_round_end(const round_t *rd)
             rd->recovery_ms, rd->after.node, rd->after.epoch, rd->round_ms);
 }
 
+#define DEFAULT_QUEUE 20000 /* jobs held through the rounds (BQ_FAILOVER_QUEUE) */
+#define QUEUE_TUBE "held-queue"
+#define QUEUE_BATCH 500
+
+/* Puts n jobs of 100 bytes into QUEUE_TUBE through node i, pipelined in
+ * batches: a queue the role changes carry, untouched by the workers. */
+static void preload(suite_t *s, size_t i, long n)
+{
+    int fd = bqt_client(&s->c->node[i].srv);
+    char body[101];
+    memset(body, 'q', 100);
+    body[100] = '\0';
+    expect_reply(fd, "use " QUEUE_TUBE "\r\n", "USING ");
+    long long t0 = bqt_now_ms();
+    static char batch[QUEUE_BATCH * 128];
+    for (long done = 0; done < n;) {
+        size_t len = 0, k = 0;
+        for (; k < QUEUE_BATCH && done + (long)k < n; k++)
+            len += (size_t)sprintf(batch + len, "put 0 0 600 100\r\n%s\r\n", body);
+        bqt_send(fd, batch, len);
+        for (size_t j = 0; j < k; j++) {
+            char *line = bqt_read_line(fd, BQC_WAIT_MS);
+            if (!line || strncmp(line, "INSERTED ", 9) != 0)
+                fail_msg("preloading the queue: %s", line ? line : "no reply");
+            free(line);
+        }
+        done += (long)k;
+    }
+    close(fd);
+    fprintf(stderr, "queue: %ld jobs of 100 bytes held in %s (%lld ms to put)\n", n, QUEUE_TUBE,
+            bqt_now_ms() - t0);
+}
+
+/* The queue is whole on node i after the rounds. */
+static void expect_queue(suite_t *s, size_t i, long n)
+{
+    int fd = bqt_client(&s->c->node[i].srv);
+    long long ready = bqt_stat_int(fd, "stats-tube " QUEUE_TUBE "\r\n", "current-jobs-ready");
+    close(fd);
+    if (ready != n)
+        fail_msg("the held queue has %lld jobs on the primary %s after the rounds, want %ld", ready,
+                 name_of(s, i), n);
+    fprintf(stderr, "queue: all %ld held jobs on the final primary %s\n", n, name_of(s, i));
+}
+
 static void random_fault_rounds(void **state)
 {
     suite_t *s = *state;
@@ -960,6 +1008,12 @@ static void random_fault_rounds(void **state)
     start_all(s);
     whole.q = bqw_wait_primary(s->w, -1, &whole.after);
     wait_whole(s, &whole);
+    long queue = env_long("BQ_FAILOVER_QUEUE", DEFAULT_QUEUE);
+    if (queue > 0) {
+        preload(s, whole.q, queue);
+        bqh_foreign_jobs(bqw_history(s->w), (size_t)queue); /* not the workers' */
+        wait_whole(s, &whole);
+    }
     bqw_mix(s->w, true); /* half the workers: bury, release, kick... one at a time */
     bqw_start(s->w);
     for (long r = 0; r < rounds; r++) {
@@ -977,6 +1031,8 @@ static void random_fault_rounds(void **state)
         print_round_end(&rd[r]);
     }
     bqw_check(s->w, rd[rounds - 1].q, NULL, NULL);
+    if (queue > 0)
+        expect_queue(s, rd[rounds - 1].q, queue);
     fprintf(stderr, "%ld rounds in %lld s, seed %llu\n", rounds, (bqt_now_ms() - t_start) / 1000,
             (unsigned long long)seed);
     print_summary(rd, (int)rounds);

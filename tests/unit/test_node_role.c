@@ -195,12 +195,54 @@ static void follow(fixture_t *fx, const harness_t *w, size_t from, size_t to, ui
         memcpy(f + BQ_FRAME_HEADER, r->data, r->len);
         assert_int_equal(bq_binlog_follow_frames(fx->b, f, BQ_FRAME_HEADER + r->len, lsn, epoch),
                          0);
-        assert_int_equal(
-            bq_engine_apply(fx->h->e, r->data, r->len, bq_binlog_current_file(fx->b), fx->h->now),
-            0);
+        bq_apply_effect_t eff;
+        assert_int_equal(bq_engine_apply_ex(fx->h->e, r->data, r->len,
+                                            bq_binlog_current_file(fx->b), fx->h->now, &eff),
+                         0);
+        bq_binlog_follow_applied(fx->b, &eff, lsn);
         free(f);
     }
     settle(fx);
+}
+
+typedef struct tally {
+    uint32_t file[64];
+    uint64_t jobs[64];
+    size_t n;
+} tally_t;
+
+static void tally_job(void *arg, uint32_t file)
+{
+    tally_t *t = arg;
+    size_t i = 0;
+    while (i < t->n && t->file[i] != file)
+        i++;
+    if (i == t->n) {
+        assert_true(t->n < 64);
+        t->file[t->n] = file;
+        t->jobs[t->n++] = 0;
+    }
+    t->jobs[i]++;
+}
+
+/* The live jobs per segment the binlog keeps are what the engine's jobs
+ * say (a wrong count would let compaction remove a live job's record). */
+static void counts_match(const fixture_t *fx)
+{
+    tally_t t = {0};
+    bq_engine_each_job_file(fx->h->e, tally_job, &t);
+    for (size_t i = 0; i < bq_binlog_nsegs(fx->b); i++) {
+        bq_binlog_seg_info_t sg;
+        bq_binlog_seg(fx->b, i, &sg);
+        uint64_t want = 0;
+        for (size_t k = 0; k < t.n; k++)
+            if (t.file[k] == (uint32_t)sg.seq)
+                want = t.jobs[k];
+        if (sg.jobs != want)
+            fail_msg("segment %llu counts %llu live jobs, the engine %llu",
+                     (unsigned long long)sg.seq, (unsigned long long)sg.jobs,
+                     (unsigned long long)want);
+    }
 }
 
 /* A fresh engine that replayed the directory at the follower's time. */
@@ -266,6 +308,7 @@ static void promotion_equals_a_fresh_replay(void **state)
     follow(fx, w, half, w->log->n, half + 1, 1);
     uint64_t last = bq_binlog_last_lsn(fx->b);
     assert_int_equal(last, w->log->n);
+    counts_match(fx);          /* kept as frames were applied: no recount at promotion */
     fx->h->now.mono += H_S(1); /* time passes between the stream and the election */
     fx->h->now.wall += H_S(1);
     harness_t *old_way = restarted_as_primary(fx->dir, 2, fx->h->now);
@@ -274,6 +317,7 @@ static void promotion_equals_a_fresh_replay(void **state)
     assert_int_equal(bq_binlog_epoch(fx->b), 2);
     assert_true(bq_binlog_last_lsn(fx->b) > last); /* the new segment's checkpoint */
     h_check(fx->h);
+    counts_match(fx);
 
     bq_replay_result_t res;
     harness_t *r = replayed(fx, &res);
@@ -306,6 +350,7 @@ static void primary_then_follower_again(void **state)
     settle(fx);
     /* Demoted: its clients close first (the node does), then the log. */
     h_close(fx->h, c);
+    counts_match(fx);
     assert_int_equal(bq_binlog_become_follower(fx->b), 0);
     uint64_t last = bq_binlog_last_lsn(fx->b);
     assert_int_equal(bq_binlog_durable_lsn(fx->b), last);
@@ -324,6 +369,7 @@ static void primary_then_follower_again(void **state)
     r = replayed(fx, &res);
     assert_int_equal(res.last_epoch, 3);
     same(fx->h, r, H_DUMP_DURABLE);
+    counts_match(fx);
     h_done(r);
     h_close(w3, c3);
     h_done(w3);
@@ -387,6 +433,7 @@ static void cut_moves_the_forked_tail_aside(void **state)
     assert_int_equal(bq_binlog_last_lsn(fx->b), fork);
     assert_int_equal(count_named(fx->dir, ".forked-"), 2);
     h_check(fx->h);
+    counts_match(fx);
     harness_t *want = h_new(0);
     want->now = fx->h->now;
     for (size_t i = 0; i < fork; i++)
