@@ -18,112 +18,16 @@
  * shutdowns are done. An error on the client side or bq_proxy_close_all
  * closes both sides at once.
  *
- * Moving (docs/failover.md, "What a client sees"): each connection's
- * session is mirrored (protocol/mirror.h: the tube used, the watch list,
- * the commands waiting for replies). When its target goes away (the
- * primary dies, steps down or changes) and nothing but reserves waits for
- * a reply, the client is held instead of closed: its target handle is
- * closed and made again, what it sends meanwhile collects as before a
- * first connect, and the next target (a new primary, or the same one
- * again every RETRY_MS) gets first the commands that restore the session
- * (their replies are dropped), the reserves in flight again and the
- * partial command line. A client held longer than the hold bound, or with
- * another command in flight, is closed: a reply is never silently lost.
- * bq_proxy_adopt_all hands held and connected clients to the node itself
- * when it becomes the primary.
- *
- * Lifetime: a connection leaves the proxy's list (and its count) when its
- * close starts, and is freed when both handles' close callbacks have run and
- * no address lookup is pending. bq_proxy_free marks the proxy as dying and
- * closes everything; the proxy itself is freed with its last connection, or
- * at once when there is none. */
-#include "node/cluster/proxy.h"
-
+ * Moving a client whose primary went away (held, restored on the next
+ * one) and handing clients to this node are proxy_move.c's.
+ */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "node/base/list.h"
-#include "node/base/log.h"
-#include "protocol/mirror.h"
-#include "replication/resolve.h"
-
-#define READ_BUF_SIZE ((size_t)64 * 1024)
-#define QUEUE_HIGH ((size_t)1024 * 1024) /* stop reading a side above this backlog */
-#define QUEUE_LOW ((size_t)256 * 1024)   /* resume it below this */
-#define RESOLVE_MS 5000                  /* a lookup of the primary's name gives up after this */
-#define RETRY_MS 250                     /* a held client tries its target again after this */
-
-typedef struct pconn pconn_t;
-
-/* One end of a proxied connection. */
-typedef struct side {
-    uv_tcp_t tcp;
-    pconn_t *c;
-    uv_shutdown_t shutdown;
-    bool eof;       /* the peer sent EOF: nothing more to read */
-    bool paused;    /* reading stopped: too much waits for the other side */
-    bool shut_done; /* our write half of this side is shut down */
-} side_t;
-
-/* A write request owning its bytes. */
-typedef struct wreq {
-    uv_write_t req;
-    size_t len;
-    char data[];
-} wreq_t;
-
-struct pconn {
-    side_t client, target;
-    bq_proxy_t *p;
-    bq_list_t link; /* in p->conns until closing */
-    uv_connect_t connect;
-    bq_resolve_t *resolve;      /* the lookup of the target's name, until its callback */
-    struct addrinfo *addrs;     /* the resolved target, NULL for a numeric one */
-    struct addrinfo *next_addr; /* the address to try when the current one fails */
-    wreq_t *early;              /* client bytes read before the target connected */
-    size_t early_cap;
-    int handles;    /* handles whose close callback has not run */
-    bool resetting; /* the target handle is closing to try the next address */
-    bool connected;
-    bool connecting; /* a lookup or connect to the target is in progress */
-    bool closing;
-    bq_mirror_t *m;       /* the client's session as seen here */
-    uint64_t held_at;     /* loop ms when its target went away; 0 when not held */
-    size_t restores_kept; /* held: restore commands at the front of early */
-    unsigned gen;         /* the proxy's target generation it last connected to */
-};
-
-struct bq_proxy {
-    uv_loop_t *loop;
-    uint64_t hold_ms;  /* a client waits this long at most for a new target */
-    uv_timer_t timer;  /* retries and bounds held clients */
-    unsigned gen;      /* bumped by every change of the target */
-    char *host, *port; /* the target; NULL when none is known */
-    bq_list_t conns;
-    size_t count; /* connections in conns */
-    size_t live;  /* connections not freed yet */
-    bool dying;   /* bq_proxy_free was called */
-    bool closed;  /* bq_proxy_close was called */
-    bq_log_limit_t limit;
-    char buf[READ_BUF_SIZE]; /* every read lands here and is copied out at once */
-};
-
-static void on_hold_timer(uv_timer_t *t);
-static void target_lost(pconn_t *c, const char *what, int err, bool eof);
-static void shut_side(side_t *s);
-
-static side_t *other(side_t *s)
-{
-    return s == &s->c->client ? &s->c->target : &s->c->client;
-}
-
-static uv_stream_t *stream(side_t *s)
-{
-    return (uv_stream_t *)&s->tcp;
-}
+#include "node/cluster/proxy_internal.h"
 
 static void proxy_release(bq_proxy_t *p)
 {
@@ -145,7 +49,7 @@ static void conn_maybe_free(pconn_t *c)
         proxy_release(p);
 }
 
-static void on_closed(uv_handle_t *h)
+void bq__proxy_on_closed(uv_handle_t *h)
 {
     side_t *s = h->data;
     pconn_t *c = s->c;
@@ -154,24 +58,24 @@ static void on_closed(uv_handle_t *h)
 }
 
 /* Closes both sides now; pending writes are dropped. */
-static void conn_close(pconn_t *c)
+void bq__proxy_conn_close(pconn_t *c)
 {
     if (c->closing)
         return;
     c->closing = true;
     bq_list_remove(&c->link);
     c->p->count--;
-    uv_close((uv_handle_t *)&c->client.tcp, on_closed);
+    uv_close((uv_handle_t *)&c->client.tcp, bq__proxy_on_closed);
     if (!c->resetting) /* else its close callback sees closing */
-        uv_close((uv_handle_t *)&c->target.tcp, on_closed);
+        uv_close((uv_handle_t *)&c->target.tcp, bq__proxy_on_closed);
     bq_resolve_cancel(c->resolve); /* no callback comes after it */
     c->resolve = NULL;
 }
 
-static void conn_fail(pconn_t *c, const char *what, int err)
+void bq__proxy_conn_fail(pconn_t *c, const char *what, int err)
 {
     bq_log(BQ_LOG_DEBUG, what, "err=\"%s\"", uv_strerror(err));
-    conn_close(c);
+    bq__proxy_conn_close(c);
 }
 
 /* Bytes read from s that wait to be written to the other side. */
@@ -180,7 +84,7 @@ static size_t backlog(side_t *s)
     pconn_t *c = s->c;
     if (s == &c->client && !c->connected)
         return c->early ? c->early->len : 0;
-    return uv_stream_get_write_queue_size(stream(other(s)));
+    return uv_stream_get_write_queue_size(bq__proxy_stream(bq__proxy_other(s)));
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
@@ -200,12 +104,12 @@ static void update_reading(side_t *s)
     size_t q = backlog(s);
     if (!s->paused && q > QUEUE_HIGH) {
         s->paused = true;
-        uv_read_stop(stream(s));
+        uv_read_stop(bq__proxy_stream(s));
     } else if (s->paused && q < QUEUE_LOW) {
         s->paused = false;
-        int r = uv_read_start(stream(s), on_alloc, on_read);
+        int r = uv_read_start(bq__proxy_stream(s), on_alloc, on_read);
         if (r != 0)
-            conn_fail(s->c, "proxy: cannot resume reading", r);
+            bq__proxy_conn_fail(s->c, "proxy: cannot resume reading", r);
     }
 }
 
@@ -216,25 +120,25 @@ static void on_write(uv_write_t *req, int status)
     if (status == UV_ECANCELED || dst->c->closing)
         return;
     if (status < 0 && dst == &dst->c->target)
-        target_lost(dst->c, "proxy: write to the primary failed", status, false);
+        bq__proxy_target_lost(dst->c, "proxy: write to the primary failed", status, false);
     else if (status < 0)
-        conn_fail(dst->c, "proxy: write failed", status);
+        bq__proxy_conn_fail(dst->c, "proxy: write failed", status);
     else
-        update_reading(other(dst));
+        update_reading(bq__proxy_other(dst));
 }
 
 /* Hands w (owned) to a write on dst. 0 or a libuv error (w freed). */
 static int send_req(side_t *dst, wreq_t *w)
 {
     uv_buf_t b = uv_buf_init(w->data, (unsigned)w->len);
-    int r = uv_write(&w->req, stream(dst), &b, 1, on_write);
+    int r = uv_write(&w->req, bq__proxy_stream(dst), &b, 1, on_write);
     if (r != 0)
         free(w);
     return r;
 }
 
 /* Appends data to the bytes kept for a target not connected yet. */
-static int keep_early(pconn_t *c, const char *data, size_t n)
+int bq__proxy_keep_early(pconn_t *c, const char *data, size_t n)
 {
     size_t len = c->early ? c->early->len : 0;
     if (len + n > c->early_cap) {
@@ -265,7 +169,8 @@ static void forward(side_t *s, const char *data, size_t n)
         bool restoring = bq_mirror_restoring(c->m);
         size_t drop = bq_mirror_server(c->m, data, n);
         if (restoring && bq_mirror_lost(c->m)) {
-            conn_fail(c, "proxy: the new primary refused to restore a session", UV_EPROTO);
+            bq__proxy_conn_fail(c, "proxy: the new primary refused to restore a session",
+                                UV_EPROTO);
             return;
         }
         data += drop;
@@ -274,7 +179,7 @@ static void forward(side_t *s, const char *data, size_t n)
             return;
     }
     if (s == &c->client && !c->connected) {
-        r = keep_early(c, data, n);
+        r = bq__proxy_keep_early(c, data, n);
     } else {
         wreq_t *w = malloc(sizeof *w + n);
         if (!w) {
@@ -282,11 +187,11 @@ static void forward(side_t *s, const char *data, size_t n)
         } else {
             w->len = n;
             memcpy(w->data, data, n);
-            r = send_req(other(s), w);
+            r = send_req(bq__proxy_other(s), w);
         }
     }
     if (r != 0)
-        conn_fail(c, "proxy: cannot pass bytes on", r);
+        bq__proxy_conn_fail(c, "proxy: cannot pass bytes on", r);
     else
         update_reading(s);
 }
@@ -298,121 +203,20 @@ static void on_shutdown(uv_shutdown_t *req, int status)
     if (status == UV_ECANCELED || c->closing)
         return;
     if (status < 0) {
-        conn_fail(c, "proxy: shutdown failed", status);
+        bq__proxy_conn_fail(c, "proxy: shutdown failed", status);
         return;
     }
     s->shut_done = true;
     if (c->client.eof && c->target.eof && c->client.shut_done && c->target.shut_done)
-        conn_close(c);
+        bq__proxy_conn_close(c);
 }
 
 /* Shuts down the write half of s after its queued writes. */
-static void shut_side(side_t *s)
+void bq__proxy_shut_side(side_t *s)
 {
-    int r = uv_shutdown(&s->shutdown, stream(s), on_shutdown);
+    int r = uv_shutdown(&s->shutdown, bq__proxy_stream(s), on_shutdown);
     if (r != 0)
-        conn_fail(s->c, "proxy: cannot shut down", r);
-}
-
-static void start_held(pconn_t *c);
-
-/* The target handle closed after the target went away: a fresh one waits
- * for the next target (at once when the target changed meanwhile). */
-static void held_reset_cb(uv_handle_t *h)
-{
-    side_t *s = h->data;
-    pconn_t *c = s->c;
-    c->resetting = false;
-    if (c->closing) {
-        on_closed(h);
-        return;
-    }
-    uv_tcp_init(c->p->loop, &c->target.tcp); /* AF_UNSPEC: cannot fail */
-    c->target.tcp.data = &c->target;
-    c->target.eof = c->target.paused = c->target.shut_done = false;
-    if (c->p->host && c->gen != c->p->gen)
-        start_held(c);
-}
-
-/* Closes the target handle (and any lookup) of a held client. */
-static void reset_target(pconn_t *c)
-{
-    c->connected = c->connecting = false;
-    bq_resolve_cancel(c->resolve);
-    c->resolve = NULL;
-    bq_resolve_free(c->addrs);
-    c->addrs = c->next_addr = NULL;
-    c->resetting = true;
-    uv_close((uv_handle_t *)&c->target.tcp, held_reset_cb);
-}
-
-/* Marks c held (its target handle is fresh) and arms the hold timer. */
-static void mark_held(pconn_t *c)
-{
-    c->held_at = uv_now(c->p->loop) | 1;
-    if (!uv_is_active((uv_handle_t *)&c->p->timer))
-        uv_timer_start(&c->p->timer, on_hold_timer, RETRY_MS, RETRY_MS);
-}
-
-/* A client that never reached a target (its bytes are all in early) waits
- * for one: nothing to restore, nothing to send again. */
-static void hold_new(pconn_t *c)
-{
-    c->restores_kept = 0;
-    mark_held(c);
-    bq_logm(BQ_LOG_DEBUG, "proxy: new client held for the primary");
-}
-
-/* Holds client c for the next target: what restores its session there
- * goes first into the bytes kept for it. */
-static void hold(pconn_t *c)
-{
-    char *bytes = NULL;
-    size_t len = 0, restores = 0;
-    int r = bq_mirror_restore(c->m, &bytes, &len, &restores);
-    free(c->early);
-    c->early = NULL;
-    c->early_cap = 0;
-    if (r != 0 || (len > 0 && keep_early(c, bytes, len) != 0)) {
-        free(bytes);
-        conn_close(c);
-        return;
-    }
-    free(bytes);
-    c->restores_kept = restores;
-    mark_held(c);
-    reset_target(c);
-    bq_log(BQ_LOG_DEBUG, "proxy: client held for the next primary", "restores=%zu bytes=%zu",
-           restores, len);
-}
-
-/* The target of c went away (what: why, err: the libuv error or 0). A held
- * client whose retry failed, or one that never reached a target, waits; a
- * connected one with no change in flight is held; any other is closed (or,
- * at the target's EOF, shut down gracefully: its last replies still reach
- * the client). */
-static void target_lost(pconn_t *c, const char *what, int err, bool eof)
-{
-    if (c->closing)
-        return;
-    if (c->held_at || (!c->connected && !c->client.eof && !c->p->dying)) {
-        bq_log(BQ_LOG_DEBUG, what, "err=\"%s\" held=1", err ? uv_strerror(err) : "eof");
-        if (!c->held_at)
-            hold_new(c);
-        reset_target(c);
-        return;
-    }
-    if (c->connected && !c->client.eof && !c->p->dying && bq_mirror_movable(c->m)) {
-        hold(c);
-        return;
-    }
-    if (eof && c->connected) {
-        c->target.eof = true;
-        uv_read_stop(stream(&c->target));
-        shut_side(&c->client);
-        return;
-    }
-    conn_fail(c, what, err ? err : UV_EOF);
+        bq__proxy_conn_fail(s->c, "proxy: cannot shut down", r);
 }
 
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
@@ -422,17 +226,17 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
     if (nread > 0) {
         forward(s, buf->base, (size_t)nread);
     } else if (nread == UV_EOF && s == &c->target) {
-        target_lost(c, "proxy: the primary closed the connection", 0, true);
+        bq__proxy_target_lost(c, "proxy: the primary closed the connection", 0, true);
     } else if (nread < 0 && s == &c->target) {
-        target_lost(c, "proxy: read from the primary failed", (int)nread, false);
+        bq__proxy_target_lost(c, "proxy: read from the primary failed", (int)nread, false);
     } else if (nread == UV_EOF) {
         s->eof = true;
         uv_read_stop(st);
         /* A target still connecting is shut down once connected. */
         if (c->connected)
-            shut_side(other(s));
+            bq__proxy_shut_side(bq__proxy_other(s));
     } else if (nread < 0) {
-        conn_fail(c, "proxy: read failed", (int)nread);
+        bq__proxy_conn_fail(c, "proxy: read failed", (int)nread);
     }
 }
 
@@ -453,7 +257,7 @@ static void connect_failed(pconn_t *c, int err)
         bq_log_limited(&c->p->limit, BQ_LOG_WARN, "proxy: cannot connect to the primary",
                        "addr=\"%s\" port=\"%s\" err=\"%s\"", c->p->host, c->p->port,
                        uv_strerror(err));
-    target_lost(c, "proxy: cannot connect to the primary", err, false);
+    bq__proxy_target_lost(c, "proxy: cannot connect to the primary", err, false);
 }
 
 static void on_connected(uv_connect_t *req, int status)
@@ -481,13 +285,13 @@ static void on_connected(uv_connect_t *req, int status)
         r = send_req(&c->target, w);
     }
     if (r == 0)
-        r = uv_read_start(stream(&c->target), on_alloc, on_read);
+        r = uv_read_start(bq__proxy_stream(&c->target), on_alloc, on_read);
     if (r != 0) {
-        conn_fail(c, "proxy: cannot start on the primary connection", r);
+        bq__proxy_conn_fail(c, "proxy: cannot start on the primary connection", r);
         return;
     }
     if (c->client.eof)
-        shut_side(&c->target);
+        bq__proxy_shut_side(&c->target);
     else
         update_reading(&c->client);
 }
@@ -516,20 +320,30 @@ static void try_next(pconn_t *c)
         connect_failed(c, r);
 }
 
+/* The target handle h closed to be made again: false (its close counted)
+ * when its connection is closing meanwhile, else *cp has a fresh one. */
+bool bq__proxy_target_reopened(uv_handle_t *h, pconn_t **cp)
+{
+    side_t *s = h->data;
+    pconn_t *c = *cp = s->c;
+    c->resetting = false;
+    if (c->closing) {
+        bq__proxy_on_closed(h);
+        return false;
+    }
+    uv_tcp_init(c->p->loop, &c->target.tcp); /* AF_UNSPEC: cannot fail */
+    c->target.tcp.data = &c->target;
+    c->target.eof = c->target.paused = c->target.shut_done = false;
+    return true;
+}
+
 /* The target handle closed after a failed attempt: a fresh one tries the
  * next address, unless c is closing (then this was its last close). */
 static void try_next_cb(uv_handle_t *h)
 {
-    side_t *s = h->data;
-    pconn_t *c = s->c;
-    c->resetting = false;
-    if (c->closing) {
-        on_closed(h);
-        return;
-    }
-    uv_tcp_init(c->p->loop, &c->target.tcp); /* AF_UNSPEC: cannot fail */
-    c->target.tcp.data = &c->target;
-    try_next(c);
+    pconn_t *c;
+    if (bq__proxy_target_reopened(h, &c))
+        try_next(c);
 }
 
 static void on_resolved(void *arg, int status, struct addrinfo *res)
@@ -541,7 +355,7 @@ static void on_resolved(void *arg, int status, struct addrinfo *res)
         bq_log_limited(&c->p->limit, BQ_LOG_WARN, "proxy: cannot resolve the primary",
                        "addr=\"%s\" port=\"%s\" err=\"%s\"", c->p->host, c->p->port,
                        uv_strerror(status));
-        target_lost(c, "proxy: cannot resolve the primary", status, false);
+        bq__proxy_target_lost(c, "proxy: cannot resolve the primary", status, false);
     } else {
         try_next(c);
     }
@@ -549,7 +363,7 @@ static void on_resolved(void *arg, int status, struct addrinfo *res)
 
 /* Starts connecting c to the target: at once for a numeric address, else
  * after resolving it. 0 or a libuv error. */
-static int start_connect(pconn_t *c)
+int bq__proxy_start_connect(pconn_t *c)
 {
     const bq_proxy_t *p = c->p;
     c->connecting = true;
@@ -563,41 +377,6 @@ static int start_connect(pconn_t *c)
                          uv_ip6_addr(p->host, (int)port, (struct sockaddr_in6 *)&ss) == 0))
         return connect_to(c, (const struct sockaddr *)&ss);
     return bq_resolve_start(p->loop, p->host, p->port, RESOLVE_MS, on_resolved, c, &c->resolve);
-}
-
-/* Connects held client c to the current target. */
-static void start_held(pconn_t *c)
-{
-    int r = start_connect(c);
-    if (r != 0)
-        target_lost(c, "proxy: cannot reach the primary", r, false);
-}
-
-/* Every RETRY_MS while clients are held: each tries the target again, and
- * one held longer than the bound is closed. */
-static void on_hold_timer(uv_timer_t *t)
-{
-    bq_proxy_t *p = t->data;
-    uint64_t now = uv_now(p->loop);
-    size_t held = 0;
-    bq_list_t *l, *next;
-    for (l = p->conns.next; l != &p->conns; l = next) {
-        next = l->next;
-        pconn_t *c = BQ_CONTAINER_OF(l, pconn_t, link);
-        if (!c->held_at)
-            continue;
-        if (now - c->held_at > p->hold_ms) {
-            bq_log_limited(&p->limit, BQ_LOG_WARN, "proxy: no primary in time; client closed",
-                           "held_ms=%llu", (unsigned long long)(now - c->held_at));
-            conn_close(c);
-            continue;
-        }
-        held++;
-        if (p->host && !c->connecting && !c->resetting)
-            start_held(c);
-    }
-    if (held == 0)
-        uv_timer_stop(t);
 }
 
 static void timer_closed(uv_handle_t *h)
@@ -651,9 +430,9 @@ void bq_proxy_set_target(bq_proxy_t *p, const char *host, const char *port)
         next = l->next;
         pconn_t *c = BQ_CONTAINER_OF(l, pconn_t, link);
         if (!c->held_at)
-            target_lost(c, "proxy: the primary changed", 0, false);
+            bq__proxy_target_lost(c, "proxy: the primary changed", 0, false);
         else if (p->host && !c->resetting)
-            start_held(c);
+            bq__proxy_start_held(c);
     }
 }
 
@@ -688,22 +467,22 @@ void bq_proxy_accept(bq_proxy_t *p, int fd)
     int r = uv_tcp_open(&c->client.tcp, fd);
     if (r != 0) {
         close(fd);
-        conn_fail(c, "proxy: cannot use the client socket", r);
+        bq__proxy_conn_fail(c, "proxy: cannot use the client socket", r);
         return;
     }
     uv_tcp_nodelay(&c->client.tcp, 1);
-    r = uv_read_start(stream(&c->client), on_alloc, on_read);
+    r = uv_read_start(bq__proxy_stream(&c->client), on_alloc, on_read);
     if (r == 0 && !p->host) { /* no primary known: it waits for one */
-        hold_new(c);
+        bq__proxy_hold_new(c);
         return;
     }
     if (r == 0)
-        r = start_connect(c);
+        r = bq__proxy_start_connect(c);
     bq_log(BQ_LOG_DEBUG, "proxy: client accepted", "fd=%d primary=\"%s\"", fd, p->host);
     if (r != 0) {
         bq_log_limited(&p->limit, BQ_LOG_WARN, "proxy: cannot reach the primary",
                        "addr=\"%s\" port=\"%s\" err=\"%s\"", p->host, p->port, uv_strerror(r));
-        conn_close(c);
+        bq__proxy_conn_close(c);
     }
 }
 
@@ -715,58 +494,7 @@ size_t bq_proxy_count(const bq_proxy_t *p)
 void bq_proxy_close_all(bq_proxy_t *p)
 {
     while (!bq_list_empty(&p->conns))
-        conn_close(BQ_CONTAINER_OF(p->conns.next, pconn_t, link));
-}
-
-/* Hands client c to adopt with its restored session; false when c cannot
- * be moved (it is then left as it is). */
-static bool adopt_one(pconn_t *c, bq_proxy_adopt_fn adopt, void *arg)
-{
-    if (c->client.eof || (!c->held_at && !bq_mirror_movable(c->m)))
-        return false;
-    char *bytes = NULL;
-    size_t len = 0, restores = 0;
-    if (!c->held_at) { /* connected: restore its session as a move would */
-        if (bq_mirror_restore(c->m, &bytes, &len, &restores) != 0)
-            return false;
-    } else { /* held: early already starts with its restore */
-        restores = c->restores_kept;
-        len = c->early ? c->early->len : 0;
-        bytes = len ? malloc(len) : NULL;
-        if (len && !bytes)
-            return false;
-        if (len)
-            memcpy(bytes, c->early->data, len);
-    }
-    uv_os_fd_t fd;
-    int dup_fd = uv_fileno((uv_handle_t *)&c->client.tcp, &fd) == 0 ? dup(fd) : -1;
-    if (dup_fd < 0) {
-        free(bytes);
-        return false;
-    }
-    conn_close(c);
-    adopt(arg, dup_fd, bytes ? bytes : "", len, restores);
-    free(bytes);
-    return true;
-}
-
-size_t bq_proxy_adopt_all(bq_proxy_t *p, bq_proxy_adopt_fn adopt, void *arg)
-{
-    size_t n = 0;
-    free(p->host);
-    free(p->port);
-    p->host = p->port = NULL;
-    p->gen++;
-    while (!bq_list_empty(&p->conns)) {
-        pconn_t *c = BQ_CONTAINER_OF(p->conns.next, pconn_t, link);
-        if (adopt_one(c, adopt, arg))
-            n++;
-        else
-            conn_close(c);
-    }
-    if (n > 0)
-        bq_log(BQ_LOG_INFO, "proxy: proxied clients now served here", "clients=%zu", n);
-    return n;
+        bq__proxy_conn_close(BQ_CONTAINER_OF(p->conns.next, pconn_t, link));
 }
 
 void bq_proxy_close(bq_proxy_t *p)
