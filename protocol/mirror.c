@@ -233,7 +233,9 @@ static void completed(bq_mirror_t *m)
         ok = true;
     } else if (c->op == BQ_OP_IGNORE && starts(r, "WATCHING ")) {
         size_t i = watch_index(m, c->name);
-        if (i != SIZE_MAX) {
+        if (i != SIZE_MAX && m->nwatch == 1) {
+            m->lost = true; /* beanstalkd never ignores the last tube */
+        } else if (i != SIZE_MAX) {
             free(m->watch[i]);
             m->watch[i] = m->watch[--m->nwatch];
         }
