@@ -1183,6 +1183,66 @@ static void proxied_clients_survive_role_changes(void **state)
     s->passed = true;
 }
 
+/* ---- 8. twenty primary changes with caught-up standbys: no resync ---- */
+
+#define CHANGES 20
+
+/* Kill -9 of the primary (the killed node started again) and switchovers,
+ * alternating, each with both standbys caught up before it: every stream a
+ * node begins resumes after its last record or cuts a divergent tail,
+ * never a full resync (issue 19: a new primary kept only its new epoch's
+ * segment, and a caught-up standby resynced). The log of every node and
+ * the metrics of every node alive at the end are checked; the history
+ * too. */
+static void no_resync_across_primary_changes(void **state)
+{
+    suite_t *s = *state;
+    bqc_view_t v;
+    for (size_t i = 0; i < NODES; i++)
+        s->c->node[i].admin_port = bqt_free_port();
+    start_all(s);
+    size_t p = bqw_wait_settled(s->w, 0, &v);
+    bqw_start(s->w);
+    for (int k = 0; k < CHANGES; k++) {
+        bqw_wait_acks(s->w, AFTER_ACKS);
+        for (size_t i = 0; i < NODES; i++)
+            if (i != p)
+                bqw_wait_streaming(s->w, i, true);
+        if (k % 2 == 0) {
+            bqh_mark(bqw_history(s->w), "change %d: kill -9 of the primary %s", k + 1,
+                     name_of(s, p));
+            bqw_node_kill(s->w, p);
+            bqw_wait_primary(s->w, (int)p, &v);
+            node_up(s, p);
+        } else {
+            size_t t = (p + 1) % NODES;
+            bqa_conn_t *a = switchover_send(s, p, t);
+            char text[HTTP_TEXT];
+            int status = bqa_reply(a, BQC_WAIT_MS, text, sizeof text);
+            bqa_close(a);
+            if (status != 200)
+                fail_msg("change %d: switchover to %s: %d %s", k + 1, name_of(s, t), status, text);
+        }
+        p = bqw_wait_settled(s->w, 0, &v);
+    }
+    static char metrics[1 << 17];
+    for (size_t i = 0; i < NODES; i++) {
+        size_t resyncs = bqc_log_count(s->c, i, "following the primary", "start=resync");
+        if (resyncs != 0)
+            fail_msg("%s began %zu full resyncs in %d primary changes", name_of(s, i), resyncs,
+                     CHANGES);
+        if (bqc_admin_call(s->c, i, "GET", "/metrics", metrics, sizeof metrics) != 200 ||
+            !strstr(metrics, "beanstalkd_ha_rejoins_total{start=\"resync\"} 0\n"))
+            fail_msg("%s's metrics do not say 0 resyncs", name_of(s, i));
+    }
+    fprintf(stderr, "%d primary changes: no full resync (rejoins by cut: %zu, %zu, %zu lines)\n",
+            CHANGES, bqc_log_count(s->c, 0, "following the primary", "start=cut"),
+            bqc_log_count(s->c, 1, "following the primary", "start=cut"),
+            bqc_log_count(s->c, 2, "following the primary", "start=cut"));
+    bqw_check(s->w, p, NULL, NULL);
+    s->passed = true;
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -1194,6 +1254,7 @@ int main(void)
         T(partitioned_primary_steps_aside),
         T(forked_tail_is_cut_on_rejoin),
         T(proxied_clients_survive_role_changes),
+        T(no_resync_across_primary_changes),
         T(witness_breaks_the_tie),
         T(random_fault_rounds),
         T(sigterm_while_switching_over_and_electing),

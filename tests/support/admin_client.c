@@ -135,18 +135,23 @@ static int read_some(bqa_conn_t *a, char *buf, size_t cap, long long deadline)
 
 int bqa_reply(bqa_conn_t *a, int ms, char *text, size_t cap)
 {
-    char buf[8192];
+    enum { REPLY_MAX = 1 << 17 }; /* a whole /metrics page */
+    char *buf = malloc(REPLY_MAX);
     size_t len = 0, want = 0;
     const char *body = NULL;
     long long deadline = bqt_now_ms() + ms;
     int status = 0;
-    buf[0] = '\0';
     if (cap)
         text[0] = '\0';
+    if (!buf)
+        return -1;
+    buf[0] = '\0';
     while (!body || (size_t)(buf + len - body) < want) {
-        int n = len + 1 < sizeof buf ? read_some(a, buf + len, sizeof buf - 1 - len, deadline) : 0;
-        if (n < 0)
+        int n = len + 1 < REPLY_MAX ? read_some(a, buf + len, REPLY_MAX - 1 - len, deadline) : 0;
+        if (n < 0) {
+            free(buf);
             return -1;
+        }
         if (n == 0)
             break;
         len += (size_t)n;
@@ -156,11 +161,10 @@ int bqa_reply(bqa_conn_t *a, int ms, char *text, size_t cap)
         want = cl && cl < body ? strtoull(cl + 18, NULL, 10) : 0;
         body = body ? body + 4 : NULL;
     }
-    if (!body || sscanf(buf, "HTTP/1.1 %d", &status) != 1)
-        return 0;
-    if (cap)
+    if (body && sscanf(buf, "HTTP/1.1 %d", &status) == 1 && cap)
         snprintf(text, cap, "%.*s", (int)(buf + len - body), body);
-    return status;
+    free(buf);
+    return body ? status : 0;
 }
 
 void bqa_close(bqa_conn_t *a)
