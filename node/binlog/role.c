@@ -14,6 +14,13 @@
 #include "node/binlog/internal.h"
 #include "protocol/frame.h"
 
+/* A follower's acks say "durable": -f MS becomes -f 0 while following. */
+static void follow_sync(bq_binlog_t *b)
+{
+    b->cfg.follower = true;
+    b->cfg.sync = b->primary_sync == BQ_BINLOG_SYNC_TIMED ? BQ_BINLOG_SYNC_ALWAYS : b->primary_sync;
+}
+
 int bq_binlog_become_primary(bq_binlog_t *b, uint64_t epoch, bq_now_t now)
 {
     if (!b->cfg.follower)
@@ -32,22 +39,22 @@ int bq_binlog_become_primary(bq_binlog_t *b, uint64_t epoch, bq_now_t now)
     b->cfg.sync = b->primary_sync;
     b->follow_first = 0;
     /* The live jobs per segment are exact already (bq_binlog_follow_applied):
-     * nothing here costs more with more jobs. */
-    /* As after a replay: ids go on past every reserved one, and a block its
-     * predecessor may have handed out unseen here is skipped. */
+     * nothing here costs more with more jobs. As after a replay: ids go on
+     * past every reserved one, and a block its predecessor may have handed
+     * out unseen here is skipped (again on a retry: ids are only skipped). */
     bq_engine_resume_ids(b->engine, false);
     if (b->epoch > 0)
         bq_engine_skip_id_block(b->engine);
     bq_engine_set_ids_durable(b->engine, bq_binlog_ids_durable(b));
+    uint64_t followed = b->epoch;
     b->epoch = epoch;
     uint64_t seq = b->nsegs > 0 ? bq__binlog_current(b)->seq + 1 : 1;
     r = bq__binlog_open_segment(b, seq, now);
     if (r != 0) {
         bq_log(BQ_LOG_ERROR, "cannot create a binlog segment", "dir=\"%s\" seq=%llu err=\"%s\"",
                b->cfg.dir, (unsigned long long)seq, strerror(-r));
-        b->cfg.follower = true;
-        if (b->cfg.sync == BQ_BINLOG_SYNC_TIMED)
-            b->cfg.sync = BQ_BINLOG_SYNC_ALWAYS;
+        b->epoch = followed; /* still a follower: a retry opens the epoch */
+        follow_sync(b);
         return r;
     }
     bq_log(BQ_LOG_INFO, "binlog: primary in place",
@@ -64,10 +71,8 @@ int bq_binlog_become_follower(bq_binlog_t *b)
     int r = bq__binlog_close_current(b);
     if (r != 0)
         return r;
-    b->cfg.follower = true;
+    follow_sync(b);
     b->cfg.new_epoch = false;
-    if (b->cfg.sync == BQ_BINLOG_SYNC_TIMED)
-        b->cfg.sync = BQ_BINLOG_SYNC_ALWAYS;
     b->eager = false;
     b->follow_first = 0;
     bq_log(BQ_LOG_INFO, "binlog: standby in place", "dir=\"%s\" last_lsn=%llu epoch=%llu",

@@ -36,6 +36,7 @@ static void lead_now(uv_timer_t *t)
         return;
     if (e->role != BQ_EL_PRIMARY) { /* it lost the office before taking it */
         c->role_why = NULL;
+        bq_receiver_start(c->receiver); /* a retry may have stopped it */
         return;
     }
     /* No frame may arrive from the old stream while the log changes hands. */
