@@ -333,10 +333,9 @@ bool bq_mirror_movable(const bq_mirror_t *m)
     return true;
 }
 
-/* Appends text to the growing buffer; false when out of memory. */
-static bool put_text(char **buf, size_t *len, size_t *cap, const char *text)
+/* Appends text[0..n) to the growing buffer; false when out of memory. */
+static bool put_bytes(char **buf, size_t *len, size_t *cap, const char *text, size_t n)
 {
-    size_t n = strlen(text);
     if (*len + n > *cap) {
         size_t c = *cap ? *cap * 2 : 512;
         while (c < *len + n)
@@ -358,10 +357,10 @@ static bool restore_cmd(bq_mirror_t *m, size_t *nr, bq_op_t op, const char *verb
                         char **buf, size_t *len, size_t *cap)
 {
     char line[BQ_NAME_MAX + 16];
-    snprintf(line, sizeof line, "%s %s\r\n", verb, name);
-    /* Restores go in order before the reserves: insert at position *nr. */
+    int k = snprintf(line, sizeof line, "%s %s\r\n", verb, name);
+    /* Restores go in order before the commands in flight: at position *nr. */
     mcmd_t *c = push(m, false);
-    if (!c || !put_text(buf, len, cap, line))
+    if (!c || !put_bytes(buf, len, cap, line, (size_t)k))
         return false;
     mcmd_t tmp = {.op = op, .restore = true};
     snprintf(tmp.name, sizeof tmp.name, "%s", name);
@@ -394,32 +393,17 @@ int bq_mirror_restore(bq_mirror_t *m, char **out, size_t *len, size_t *restores)
     /* A fresh session watches [default]; a watch appends, an ignore of the
      * first of two moves the second to the front: watch want[0], ignore
      * default, then watch the rest in order gives want exactly. */
-    if (ok && !(nwant == 1 && strcmp(want[0], "default") == 0)) {
-        size_t from = 0;
-        if (strcmp(want[0], "default") == 0) {
-            from = 1;
-        } else {
-            ok = restore_cmd(m, &nr, BQ_OP_WATCH, "watch", want[0], &buf, &n, &cap) &&
-                 restore_cmd(m, &nr, BQ_OP_IGNORE, "ignore", "default", &buf, &n, &cap);
-            from = 1;
-        }
-        for (size_t i = from; ok && i < nwant; i++)
-            ok = restore_cmd(m, &nr, BQ_OP_WATCH, "watch", want[i], &buf, &n, &cap);
-    }
-    /* The commands in flight, again (after the restores in the queue). */
-    for (size_t i = nr; ok && i < nr + inflight; i++) {
-        const mcmd_t *c = at(m, i);
-        char line[BQ_LINE_MAX + 1];
-        memcpy(line, c->line, c->len);
-        line[c->len] = '\0';
-        ok = memchr(c->line, '\0', c->len) == NULL && put_text(&buf, &n, &cap, line);
-    }
-    if (ok && m->line_len > 0) {
-        char partial[BQ_LINE_MAX + 1];
-        memcpy(partial, m->line, m->line_len);
-        partial[m->line_len] = '\0';
-        ok = memchr(m->line, '\0', m->line_len) == NULL && put_text(&buf, &n, &cap, partial);
-    }
+    if (ok && strcmp(want[0], "default") != 0)
+        ok = restore_cmd(m, &nr, BQ_OP_WATCH, "watch", want[0], &buf, &n, &cap) &&
+             restore_cmd(m, &nr, BQ_OP_IGNORE, "ignore", "default", &buf, &n, &cap);
+    for (size_t i = 1; ok && i < nwant; i++)
+        ok = restore_cmd(m, &nr, BQ_OP_WATCH, "watch", want[i], &buf, &n, &cap);
+    /* The commands in flight, again (after the restores in the queue), then
+     * the partial command line, byte for byte as the client sent them. */
+    for (size_t i = nr; ok && i < nr + inflight; i++)
+        ok = put_bytes(&buf, &n, &cap, at(m, i)->line, at(m, i)->len);
+    if (ok && m->line_len > 0)
+        ok = put_bytes(&buf, &n, &cap, m->line, m->line_len);
     for (size_t i = 0; i < nwant; i++)
         free(want[i]);
     if (!ok) {
@@ -431,13 +415,4 @@ int bq_mirror_restore(bq_mirror_t *m, char **out, size_t *len, size_t *restores)
     *len = n;
     *restores = nr;
     return 0;
-}
-
-void bq_mirror_forget_restores(bq_mirror_t *m)
-{
-    while (m->qlen > 0 && at(m, 0)->restore) {
-        mcmd_t *c = at(m, 0);
-        snprintf(m->reply, sizeof m->reply, "%s", c->op == BQ_OP_USE ? "USING x" : "WATCHING 1");
-        completed(m);
-    }
 }

@@ -71,12 +71,9 @@ const char *bq_mirror_watch(const bq_mirror_t *m, size_t i);
  * there (use, watch, ignore default), whose replies bq_mirror_server then
  * swallows, the commands in flight again, and the partial command line.
  * *restores is the number of restore commands (replies the caller must
- * drop itself when it feeds the bytes to a local session instead). 0, or
- * -1 when m is not movable or out of memory. */
+ * drop itself when it feeds the bytes to a local session instead, as a
+ * node that becomes the primary does). 0, or -1 when m is not movable or
+ * out of memory. */
 int bq_mirror_restore(bq_mirror_t *m, char **out, size_t *len, size_t *restores);
-
-/* The restore commands' replies will not come through bq_mirror_server
- * (the session is fed to a local engine that drops them): forgets them. */
-void bq_mirror_forget_restores(bq_mirror_t *m);
 
 #endif

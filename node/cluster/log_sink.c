@@ -7,14 +7,12 @@
 
 #include <inttypes.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "node/base/clock.h"
 #include "node/base/counters.h"
 #include "node/base/log.h"
 #include "node/binlog/segment.h"
 #include "protocol/frame.h"
-#include "replication/handshake.h"
 
 /* ---- the binlog as replication's log (primary) ---- */
 static size_t log_nsegs(void *arg)
@@ -152,30 +150,36 @@ static void sink_resync_done(void *arg, uint64_t last_lsn)
     bq__cluster_restart(c, "install the resync");
 }
 
+/* Whether segment i of b starts an epoch (the first, or another epoch than
+ * the segment before it); *sg gets its description. */
+static bool starts_epoch(bq_binlog_t *b, size_t i, bq_binlog_seg_info_t *sg)
+{
+    bq_binlog_seg_info_t prev;
+    bq_binlog_seg(b, i, sg);
+    if (i == 0)
+        return true;
+    bq_binlog_seg(b, i - 1, &prev);
+    return prev.epoch != sg->epoch;
+}
+
 /* Where the local log's epochs begin, from its segments (each holds
  * frames of one epoch), the newest max. */
 static size_t sink_epochs(void *arg, Bq__Repl__EpochStart *out, size_t max)
 {
     bq_cluster_t *c = arg;
     bq_binlog_t *b = c->host.binlog;
-    size_t n = 0;
+    bq_binlog_seg_info_t sg;
+    size_t total = 0, n = 0;
+    for (size_t i = 0; i < bq_binlog_nsegs(b); i++)
+        total += starts_epoch(b, i, &sg);
+    size_t skip = total > max ? total - max : 0;
     for (size_t i = 0; i < bq_binlog_nsegs(b); i++) {
-        bq_binlog_seg_info_t sg;
-        bq_binlog_seg(b, i, &sg);
-        if (n > 0 && out[(n - 1) % max].epoch == sg.epoch)
+        if (!starts_epoch(b, i, &sg) || (skip > 0 && skip--))
             continue;
-        out[n % max].epoch = sg.epoch;
-        out[n % max].first_lsn = sg.first_lsn;
-        n++;
+        out[n].epoch = sg.epoch;
+        out[n++].first_lsn = sg.first_lsn;
     }
-    if (n <= max)
-        return n;
-    /* Kept in a ring: rotate the newest max into order. */
-    Bq__Repl__EpochStart tmp[BQ_HS_MAX_EPOCHS];
-    for (size_t i = 0; i < max && i < BQ_HS_MAX_EPOCHS; i++)
-        tmp[i] = out[(n + i) % max];
-    memcpy(out, tmp, max * sizeof *out);
-    return max;
+    return n;
 }
 
 /* The primary's Welcome says our log forked after lsn: cut it there. */

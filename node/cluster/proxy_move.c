@@ -148,28 +148,29 @@ static bool adopt_one(pconn_t *c, bq_proxy_adopt_fn adopt, void *arg)
     if (c->client.eof || (!c->held_at && !bq_mirror_movable(c->m)))
         return false;
     char *bytes = NULL;
-    size_t len = 0, restores = 0;
-    if (!c->held_at) { /* connected: restore its session as a move would */
-        if (bq_mirror_restore(c->m, &bytes, &len, &restores) != 0)
-            return false;
-    } else { /* held: early already starts with its restore */
-        restores = c->restores_kept;
-        len = c->early ? c->early->len : 0;
-        bytes = len ? malloc(len) : NULL;
-        if (len && !bytes)
-            return false;
-        if (len)
-            memcpy(bytes, c->early->data, len);
-    }
+    size_t len = 0, restores = c->restores_kept;
     uv_os_fd_t fd;
-    int dup_fd = uv_fileno((uv_handle_t *)&c->client.tcp, &fd) == 0 ? dup(fd) : -1;
+    /* connected: restore its session as a move would; held: what it kept
+     * already starts with its restore */
+    if ((!c->held_at && bq_mirror_restore(c->m, &bytes, &len, &restores) != 0) ||
+        uv_fileno((uv_handle_t *)&c->client.tcp, &fd) != 0) {
+        free(bytes);
+        return false;
+    }
+    int dup_fd = dup(fd);
     if (dup_fd < 0) {
         free(bytes);
         return false;
     }
+    wreq_t *kept = c->held_at ? c->early : NULL; /* taken over: conn_close frees early */
+    if (kept) {
+        c->early = NULL;
+        c->early_cap = 0;
+    }
     bq__proxy_conn_close(c);
-    adopt(arg, dup_fd, bytes ? bytes : "", len, restores);
+    adopt(arg, dup_fd, kept ? kept->data : bytes ? bytes : "", kept ? kept->len : len, restores);
     free(bytes);
+    free(kept);
     return true;
 }
 
