@@ -173,6 +173,8 @@ typedef enum bq_put_start {
     BQ_PUT_TOO_BIG,    /* discard bytes+2 from the input, then reply JOB_TOO_BIG */
     BQ_PUT_NO_MEMORY,  /* discard bytes+2 from the input, then reply OUT_OF_MEMORY */
     BQ_PUT_BAD_FORMAT, /* replied BAD_FORMAT already; the body is not consumed */
+    BQ_PUT_DRAINING,   /* the node refuses writes (the log refused the id
+                          reservation): discard bytes+2, then reply DRAINING */
 } bq_put_start_t;
 
 /* First half of a parsed `put` (cmd->op == BQ_OP_PUT): counts it, checks the

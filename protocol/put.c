@@ -30,7 +30,10 @@ bq_put_start_t bq_engine_put_begin(bq_engine_t *e, bq_client_t *c, const bq_cmd_
     j->id = bq__take_id(e);
     if (!j->id) {
         free(j);
-        return BQ_PUT_NO_MEMORY;
+        /* The log refused the id reservation because the node refuses
+         * writes (a cluster primary fenced since the last feed, or one
+         * just in office): the reply drain mode gives, as put_finish. */
+        return e->log_refused ? BQ_PUT_DRAINING : BQ_PUT_NO_MEMORY;
     }
     j->created_wall = now.wall;
     j->pri = cmd->pri;

@@ -104,6 +104,9 @@ static void start_put(bq_session_t *s, const bq_cmd_t *cmd, bq_now_t now)
     case BQ_PUT_NO_MEMORY:
         start_discard(s, (uint64_t)cmd->bytes + 2, "OUT_OF_MEMORY\r\n");
         break;
+    case BQ_PUT_DRAINING:
+        start_discard(s, (uint64_t)cmd->bytes + 2, "DRAINING\r\n");
+        break;
     case BQ_PUT_BAD_FORMAT:
         break;
     }

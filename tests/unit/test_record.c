@@ -639,6 +639,25 @@ static void refused_room_put_while_starting_to_drain(void **state)
     h_done(h);
 }
 
+/* The same when the put needs a new id reservation first (a primary just
+ * in office, fenced before its first put): the reservation is refused, the
+ * body is read and dropped, and the put answers DRAINING. */
+static void refused_id_reservation_put_answers_draining(void **state)
+{
+    (void)state;
+    harness_t *h = h_new_logged(0);
+    int a = h_open(h);
+    h->log->refuse_writes = true;
+    h->log->grants = 0;
+    h_cmd(h, a, "put 1 0 10 3\r\nabc\r\n", "DRAINING\r\n");
+    assert_int_equal(h->log->n, 0);
+    h_cmd(h, a, "list-tube-used\r\n", "USING default\r\n"); /* in step after the body */
+    h->log->grants = -1;
+    h->log->refuse_writes = false;
+    assert_true(h_put(h, a, 1, 0, 10, "abc") > 0);
+    h_done(h);
+}
+
 static void refused_room_delete_in_every_state(void **state)
 {
     (void)state;
@@ -1787,6 +1806,7 @@ int main(void)
         cmocka_unit_test(record_nothing_for_changes_that_are_not_durable),
         cmocka_unit_test(refused_room_put),
         cmocka_unit_test(refused_room_put_while_starting_to_drain),
+        cmocka_unit_test(refused_id_reservation_put_answers_draining),
         cmocka_unit_test(refused_room_delete_in_every_state),
         cmocka_unit_test(refused_room_release_bury_kick_job_pause),
         cmocka_unit_test(refused_room_kick_counts_only_kicked_jobs),
