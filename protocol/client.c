@@ -70,6 +70,26 @@ bool bq_engine_client_waiting(const bq_client_t *c)
     return c->waiting;
 }
 
+int64_t bq_engine_client_wait_deadline(const bq_client_t *c)
+{
+    return c->wait_deadline;
+}
+
+const char *bq_engine_client_use(const bq_client_t *c)
+{
+    return c->use->name;
+}
+
+size_t bq_engine_client_nwatch(const bq_client_t *c)
+{
+    return c->nwatch;
+}
+
+const char *bq_engine_client_watch(const bq_client_t *c, size_t i)
+{
+    return c->watch[i]->tube->name;
+}
+
 void bq_engine_client_send(bq_engine_t *e, bq_client_t *c, const char *data, size_t len)
 {
     e->hooks.send(c->conn, data, len);

@@ -73,11 +73,12 @@ int bq_engine_reset(bq_engine_t *e)
     bq_engine_t *fresh = bq_engine_new(&cfg, &e->hooks);
     if (!fresh)
         return -1;
-    bool draining = e->draining;
+    bool draining = e->draining, paused = e->writes_paused;
     free_contents(e);
     *e = *fresh; /* nothing inside points back at the engine */
     free(fresh);
     e->draining = draining;
+    e->writes_paused = paused;
     return 0;
 }
 
@@ -89,6 +90,16 @@ void bq_engine_set_draining(bq_engine_t *e, bool draining)
 bool bq_engine_draining(const bq_engine_t *e)
 {
     return e->draining;
+}
+
+void bq_engine_set_writes_paused(bq_engine_t *e, bool paused)
+{
+    e->writes_paused = paused;
+}
+
+bool bq_engine_writes_paused(const bq_engine_t *e)
+{
+    return e->writes_paused;
 }
 
 uint32_t bq_engine_max_job_size(const bq_engine_t *e)

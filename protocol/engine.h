@@ -118,6 +118,15 @@ void bq_engine_set_draining(bq_engine_t *e, bool draining);
 /* True in drain mode. */
 bool bq_engine_draining(const bq_engine_t *e);
 
+/* Pauses writes (a switchover or a step-down under way): a session holds a
+ * command that changes a job or a tube (put, delete, release, bury, touch,
+ * kick, kick-job, pause-tube) unanswered, and its later commands, until
+ * writes resume; the owner then feeds held sessions again. */
+void bq_engine_set_writes_paused(bq_engine_t *e, bool paused);
+
+/* True while writes are paused. */
+bool bq_engine_writes_paused(const bq_engine_t *e);
+
 /* The server-wide figures of `stats`, read without running a command (no
  * counter is bumped). */
 typedef struct bq_engine_stats {
@@ -160,6 +169,18 @@ void bq_engine_client_halfclose(bq_engine_t *e, bq_client_t *c, bq_now_t now);
 
 /* True while c waits in reserve; its later commands must not run yet. */
 bool bq_engine_client_waiting(const bq_client_t *c);
+
+/* While c waits in reserve: its deadline (mono ns), or BQ_NEVER for a
+ * reserve without a timeout. */
+int64_t bq_engine_client_wait_deadline(const bq_client_t *c);
+
+/* The tube c uses (borrowed, NUL-terminated). */
+const char *bq_engine_client_use(const bq_client_t *c);
+
+/* The tubes c watches: how many, and tube i (borrowed), in beanstalkd's
+ * multiset order (what list-tubes-watched shows). */
+size_t bq_engine_client_nwatch(const bq_client_t *c);
+const char *bq_engine_client_watch(const bq_client_t *c, size_t i);
 
 /* Sends len bytes to c's connection through the send hook. */
 void bq_engine_client_send(bq_engine_t *e, bq_client_t *c, const char *data, size_t len);

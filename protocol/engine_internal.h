@@ -123,6 +123,7 @@ struct bq_engine {
     bq_engine_hooks_t hooks;
     uint32_t max_job_size;
     bool draining;
+    bool writes_paused; /* sessions hold writing commands (bq_engine_set_writes_paused) */
     bool log_refused; /* the last log_room answer was BQ_ROOM_REFUSED */
     bool logging;     /* the log hooks are set */
     uint64_t next_id;

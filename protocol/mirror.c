@@ -79,6 +79,34 @@ bool bq_mirror_lost(const bq_mirror_t *m)
 
 static mcmd_t *at(const bq_mirror_t *m, size_t i);
 
+int bq_mirror_set_session(bq_mirror_t *m, const char *use, const char *const *watch, size_t nwatch)
+{
+    if (nwatch == 0 || nwatch > BQ_MIRROR_MAX_WATCH || strlen(use) > BQ_NAME_MAX)
+        return -1;
+    char *names[BQ_MIRROR_MAX_WATCH];
+    for (size_t i = 0; i < nwatch; i++) {
+        names[i] = strdup(watch[i]);
+        if (!names[i]) {
+            while (i > 0)
+                free(names[--i]);
+            return -1;
+        }
+    }
+    clear_watch(m);
+    memcpy(m->watch, names, nwatch * sizeof *names);
+    m->nwatch = nwatch;
+    snprintf(m->use, sizeof m->use, "%s", use);
+    return 0;
+}
+
+size_t bq_mirror_unanswered(const bq_mirror_t *m)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < m->qlen; i++)
+        n += !at(m, i)->restore;
+    return n;
+}
+
 bool bq_mirror_restoring(const bq_mirror_t *m)
 {
     return m->qlen > 0 && at(m, 0)->restore;
@@ -306,19 +334,7 @@ size_t bq_mirror_server(bq_mirror_t *m, const char *data, size_t n)
  * so its client is closed instead, its outcome unknown. */
 static bool resendable(bq_op_t op)
 {
-    switch (op) {
-    case BQ_OP_PUT:
-    case BQ_OP_DELETE:
-    case BQ_OP_RELEASE:
-    case BQ_OP_BURY:
-    case BQ_OP_TOUCH:
-    case BQ_OP_KICK:
-    case BQ_OP_KICK_JOB:
-    case BQ_OP_PAUSE_TUBE:
-        return false;
-    default:
-        return true;
-    }
+    return !bq_op_writes(op);
 }
 
 bool bq_mirror_movable(const bq_mirror_t *m)

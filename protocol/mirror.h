@@ -34,6 +34,17 @@ typedef struct bq_mirror bq_mirror_t;
  * when out of memory. */
 bq_mirror_t *bq_mirror_new(void);
 
+/* Sets the session m mirrors to one that uses `use` and watches
+ * watch[0..nwatch) in that order (a session served locally until now,
+ * handed to the proxy): 0, or -1 (m unchanged) when out of memory or out
+ * of bounds. */
+int bq_mirror_set_session(bq_mirror_t *m, const char *use, const char *const *watch,
+                          size_t nwatch);
+
+/* Commands the client sent whose reply has not come (restores not
+ * counted). */
+size_t bq_mirror_unanswered(const bq_mirror_t *m);
+
 /* Frees m. NULL is a no-op. */
 void bq_mirror_free(bq_mirror_t *m);
 

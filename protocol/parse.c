@@ -334,3 +334,20 @@ const char *bq_op_name(bq_op_t op)
         return "unknown";
     return op_names[op];
 }
+
+bool bq_op_writes(bq_op_t op)
+{
+    switch (op) {
+    case BQ_OP_PUT:
+    case BQ_OP_DELETE:
+    case BQ_OP_RELEASE:
+    case BQ_OP_BURY:
+    case BQ_OP_TOUCH:
+    case BQ_OP_KICK:
+    case BQ_OP_KICK_JOB:
+    case BQ_OP_PAUSE_TUBE:
+        return true;
+    default:
+        return false;
+    }
+}

@@ -81,4 +81,8 @@ bool bq_tube_name_valid(const char *name, size_t len);
 /* The protocol's name of op, e.g. "reserve-with-timeout" (for logs). */
 const char *bq_op_name(bq_op_t op);
 
+/* True for the ops that change a job or a tube: put, delete, release,
+ * bury, touch, kick, kick-job, pause-tube. */
+bool bq_op_writes(bq_op_t op);
+
 #endif

@@ -9,6 +9,7 @@
  * inside a line does not hide the CRLF that follows it. */
 #include "protocol/session.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,6 +21,7 @@ typedef enum {
     S_DISCARD, /* dropping discard_left bytes, then replying discard_reply */
     S_ENDLINE, /* dropping an overlong line up to its CRLF */
     S_QUIT,    /* quit received: consume nothing more */
+    S_HELD,    /* a writing command waits in line[0..held_len) while writes pause */
 } state_t;
 
 struct bq_session {
@@ -28,7 +30,8 @@ struct bq_session {
     state_t state;
     bool endline_cr; /* S_ENDLINE: the last dropped byte was CR */
     size_t line_len;
-    bq_job_t *job; /* S_BODY */
+    size_t held_len; /* S_HELD */
+    bq_job_t *job;   /* S_BODY */
     size_t body_have;
     uint64_t discard_left;
     const char *discard_reply;
@@ -59,7 +62,7 @@ void bq_session_free(bq_session_t *s, bq_now_t now)
 
 bool bq_session_blocked(const bq_session_t *s)
 {
-    return bq_engine_client_waiting(s->c);
+    return bq_engine_client_waiting(s->c) || s->state == S_HELD;
 }
 
 bool bq_session_quit(const bq_session_t *s)
@@ -117,6 +120,11 @@ static void run_line(bq_session_t *s, const char *line, size_t len, bq_now_t now
 {
     bq_cmd_t cmd;
     bq_parse_status_t st = bq_parse_command(line, len, &cmd);
+    if (st == BQ_PARSE_OK && s->e->writes_paused && bq_op_writes(cmd.op)) {
+        s->state = S_HELD; /* line is s->line: it stays there */
+        s->held_len = len;
+        return;
+    }
     if (s->e->hooks.command)
         s->e->hooks.command(s->c->conn, cmd.op);
     if (st == BQ_PARSE_UNKNOWN)
@@ -209,7 +217,7 @@ static size_t feed_discard(bq_session_t *s, size_t len)
 size_t bq_session_feed(bq_session_t *s, const char *data, size_t len, bq_now_t now)
 {
     size_t pos = 0;
-    while (pos < len && s->state != S_QUIT && !bq_engine_client_waiting(s->c)) {
+    while (pos < len && s->state != S_QUIT && !bq_session_blocked(s)) {
         switch (s->state) {
         case S_COMMAND:
             pos += feed_command(s, data + pos, len - pos, now);
@@ -224,8 +232,57 @@ size_t bq_session_feed(bq_session_t *s, const char *data, size_t len, bq_now_t n
             pos += feed_endline(s, data + pos, len - pos);
             break;
         case S_QUIT:
+        case S_HELD:
             break;
         }
     }
     return pos;
+}
+
+bq_client_t *bq_session_client(const bq_session_t *s)
+{
+    return s->c;
+}
+
+void bq_session_resume(bq_session_t *s, bq_now_t now)
+{
+    if (s->state != S_HELD || s->e->writes_paused)
+        return;
+    s->state = S_COMMAND;
+    run_line(s, s->line, s->held_len, now);
+}
+
+/* Appends text[0..n) to buf (cap bytes) at *len; false when it does not fit. */
+static bool append(char *buf, size_t cap, size_t *len, const char *text, size_t n)
+{
+    if (cap - *len < n)
+        return false;
+    memcpy(buf + *len, text, n);
+    *len += n;
+    return true;
+}
+
+long bq_session_replay(const bq_session_t *s, bq_now_t now, char *buf, size_t cap)
+{
+    size_t len = 0;
+    if (s->state != S_COMMAND && s->state != S_HELD)
+        return -1;
+    if (bq_engine_client_waiting(s->c)) {
+        char line[64];
+        int64_t due = bq_engine_client_wait_deadline(s->c);
+        int64_t left = due == BQ_NEVER   ? -1
+                       : due <= now.mono ? 0
+                                         : (due - now.mono + 999999999) / 1000000000;
+        int k = left < 0
+                    ? snprintf(line, sizeof line, "reserve\r\n")
+                    : snprintf(line, sizeof line, "reserve-with-timeout %lld\r\n", (long long)left);
+        if (!append(buf, cap, &len, line, (size_t)k))
+            return -1;
+    }
+    if (s->state == S_HELD &&
+        !(append(buf, cap, &len, s->line, s->held_len) && append(buf, cap, &len, "\r\n", 2)))
+        return -1;
+    if (s->state == S_COMMAND && !append(buf, cap, &len, s->line, s->line_len))
+        return -1;
+    return (long)len;
 }

@@ -189,6 +189,51 @@ static void test_restore_replies(void **state)
     bq_mirror_free(m);
 }
 
+/* A session served locally (its engine client's use and watch list) set
+ * into a fresh mirror restores exactly on another engine; unanswered
+ * counts the client's commands, not the restores. */
+static void test_set_session_from_an_engine_client(void **state)
+{
+    (void)state;
+    harness_t *h = h_new(0);
+    int c = h_open(h);
+    h_send(h, c, "use jobs\r\nwatch b\r\nwatch a\r\nignore default\r\nwatch c\r\nignore b\r\n");
+    h_clear(h, c);
+    h_send(h, c, "list-tubes-watched\r\n");
+    char want[256];
+    snprintf(want, sizeof want, "%s", h_out(h, c));
+    bq_client_t *ec = bq_session_client(h->conns[c].s);
+    const char *watch[8];
+    size_t nwatch = bq_engine_client_nwatch(ec);
+    assert_true(nwatch == 2);
+    for (size_t i = 0; i < nwatch; i++)
+        watch[i] = bq_engine_client_watch(ec, i);
+    bq_mirror_t *m = bq_mirror_new();
+    assert_int_equal(bq_mirror_set_session(m, bq_engine_client_use(ec), watch, nwatch), 0);
+    assert_int_equal(bq_mirror_set_session(m, "x", watch, 0), -1);
+    char *bytes;
+    size_t len, restores;
+    assert_int_equal(bq_mirror_restore(m, &bytes, &len, &restores), 0);
+    client(m, "list-tubes-watched\r\n", false);
+    assert_int_equal(bq_mirror_unanswered(m), 1);
+    assert_int_equal(bq_mirror_pending(m), restores + 1);
+    harness_t *h2 = h_new(0);
+    int c2 = h_open(h2);
+    h_sendn(h2, c2, bytes, len);
+    h_send(h2, c2, "list-tubes-watched\r\n");
+    const char *out = h_out(h2, c2);
+    size_t drop = bq_mirror_server(m, out, strlen(out));
+    assert_string_equal(out + drop, want);
+    assert_int_equal(bq_mirror_unanswered(m), 0);
+    assert_string_equal(bq_mirror_use(m), "jobs");
+    free(bytes);
+    bq_mirror_free(m);
+    h_close(h, c);
+    h_close(h2, c2);
+    h_done(h);
+    h_done(h2);
+}
+
 static void test_lost(void **state)
 {
     (void)state;
@@ -230,6 +275,7 @@ int main(void)
         cmocka_unit_test(test_restore_on_the_engine),
         cmocka_unit_test(test_restore_replies),
         cmocka_unit_test(test_lost),
+        cmocka_unit_test(test_set_session_from_an_engine_client),
     };
     return cmocka_run_group_tests_name("mirror", tests, NULL, NULL);
 }

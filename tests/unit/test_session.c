@@ -422,6 +422,71 @@ static void session_free_drops_a_partial_put_and_returns_jobs(void **state)
     h_done(h);
 }
 
+/* While writes pause, a writing command is held unanswered and nothing
+ * after it runs; reads go on before it. Once writes resume, it runs, then
+ * what followed, in order. */
+static void session_holds_writes_while_paused_then_runs_them_in_order(void **state)
+{
+    (void)state;
+    harness_t *h = h_new(0);
+    int a = h_open(h);
+    uint64_t id = h_put(h, a, 0, 0, 10, "old");
+    h_clear(h, a);
+    bq_engine_set_writes_paused(h->e, true);
+    h_send(h, a, "use t\r\nput 0 0 10 3\r\nnew\r\ndelete 1\r\nlist-tube-used\r\n");
+    assert_string_equal(h_out(h, a), "USING t\r\n"); /* the put waits: nothing after it ran */
+    assert_true(bq_session_blocked(h->conns[a].s));
+    assert_int_equal(h->e->jobs.len, 1);
+    bq_session_resume(h->conns[a].s, h->now); /* still paused: nothing */
+    assert_string_equal(h_out(h, a), "USING t\r\n");
+    bq_engine_set_writes_paused(h->e, false);
+    bq_session_resume(h->conns[a].s, h->now);
+    h_pump(h);
+    char want[128];
+    snprintf(want, sizeof want, "USING t\r\nINSERTED %llu\r\nDELETED\r\nUSING t\r\n",
+             (unsigned long long)id + 1);
+    assert_string_equal(h_out(h, a), want);
+    assert_int_equal(h->e->jobs.len, 1); /* job 1 deleted, the new one kept */
+    h_done(h);
+}
+
+/* What a session hands to another server: a reserve it waits in (its
+ * timeout's seconds left), the held command, the partial line; nothing
+ * inside a put body. */
+static void session_replay_carries_unanswered_input(void **state)
+{
+    (void)state;
+    harness_t *h = h_new(0);
+    int a = h_open(h), b = h_open(h), c = h_open(h);
+    char buf[2 * BQ_LINE_MAX + 64];
+    h_send(h, a, "reserve-with-timeout 10\r\n");
+    h_advance(h, H_MS(2500));
+    long n = bq_session_replay(h->conns[a].s, h->now, buf, sizeof buf);
+    assert_int_equal(n, (long)strlen("reserve-with-timeout 8\r\n"));
+    assert_memory_equal(buf, "reserve-with-timeout 8\r\n", (size_t)n);
+    h_send(h, b, "reserve\r\n");
+    n = bq_session_replay(h->conns[b].s, h->now, buf, sizeof buf);
+    assert_int_equal(n, 9);
+    assert_memory_equal(buf, "reserve\r\n", 9);
+    bq_engine_set_writes_paused(h->e, true);
+    h_send(h, c, "delete 7\r\nstats");
+    n = bq_session_replay(h->conns[c].s, h->now, buf, sizeof buf);
+    assert_int_equal(n, 10); /* the held delete; "stats" is still the caller's input */
+    assert_memory_equal(buf, "delete 7\r\n", 10);
+    assert_int_equal(h->conns[c].in_len, 5);
+    bq_engine_set_writes_paused(h->e, false);
+    h_close(h, c);
+    c = h_open(h);
+    h_send(h, c, "peek-re");
+    n = bq_session_replay(h->conns[c].s, h->now, buf, sizeof buf);
+    assert_int_equal(n, 7);
+    assert_memory_equal(buf, "peek-re", 7);
+    h_send(h, c, "ady\r\nput 0 0 10 5\r\nab");
+    assert_int_equal(bq_session_replay(h->conns[c].s, h->now, buf, sizeof buf), -1);
+    assert_int_equal(bq_session_replay(h->conns[c].s, h->now, buf, 4), -1);
+    h_done(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -447,6 +512,8 @@ int main(void)
         cmocka_unit_test(session_job_too_big_replies_after_the_last_discarded_byte),
         cmocka_unit_test(session_command_hook_sees_every_line),
         cmocka_unit_test(session_free_drops_a_partial_put_and_returns_jobs),
+        cmocka_unit_test(session_holds_writes_while_paused_then_runs_them_in_order),
+        cmocka_unit_test(session_replay_carries_unanswered_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
