@@ -34,10 +34,14 @@ static bq_now_t clients_now(void *arg)
 }
 
 /* Refuses writes (drain mode: put answers DRAINING) while the cluster
- * gives a reason (why) or SIGUSR1 asked, or takes them again, logging a
+ * gives a reason or SIGUSR1 asked, or takes them again; pauses them (a
+ * session holds a writing command unanswered) while the cluster hands over
+ * or steps down, and wakes every session when the pause ends. Logs a
  * change. */
-static void set_refusal(bq_server_t *s, const char *why)
+static void set_refusal(bq_server_t *s)
 {
+    const char *pause = s->cluster ? bq_cluster_pause(s->cluster) : NULL;
+    const char *why = pause || !s->cluster ? NULL : bq_cluster_refusal(s->cluster);
     bool refusing = why != NULL;
     if (bq_engine_draining(s->engine) != (s->drain_signal || refusing)) {
         bq_engine_set_draining(s->engine, s->drain_signal || refusing);
@@ -45,6 +49,15 @@ static void set_refusal(bq_server_t *s, const char *why)
             bq_log(BQ_LOG_WARN, "refusing writes", "why=\"%s\"", why);
         else
             bq_logm(BQ_LOG_INFO, "taking writes again");
+    }
+    if (bq_engine_writes_paused(s->engine) != (pause != NULL)) {
+        bq_engine_set_writes_paused(s->engine, pause != NULL);
+        if (pause) {
+            bq_log(BQ_LOG_INFO, "writes wait", "why=\"%s\"", pause);
+        } else {
+            bq_logm(BQ_LOG_INFO, "writes no longer wait");
+            bq_clients_wake_all(&s->clients);
+        }
     }
 }
 
@@ -54,7 +67,7 @@ static void clients_before_feed(void *arg)
 {
     bq_server_t *s = arg;
     if (s->cluster)
-        set_refusal(s, bq_cluster_refusal(s->cluster));
+        set_refusal(s);
 }
 
 static void on_timer(uv_timer_t *t)
@@ -257,9 +270,10 @@ int bq_server_init(bq_server_t *s, const bq_flags_t *f)
 static void cluster_released(void *arg, uint64_t lsn, const char *refusal)
 {
     bq_server_t *s = arg;
+    (void)refusal; /* set_refusal reads it with the pause */
     if (s->stopping)
         return;
-    set_refusal(s, refusal);
+    set_refusal(s);
     bq_clients_release(&s->clients, lsn);
 }
 
@@ -315,15 +329,27 @@ int bq_server_start_binlog(bq_server_t *s, const bq_flags_t *f)
     return r == 0 ? 0 : BQ_SERVER_EBINLOG;
 }
 
+/* A client of a primary that steps down goes on through the proxy. */
+static int take_client(void *arg, const bq_conn_handover_t *h)
+{
+    bq_server_t *s = arg;
+    return bq_cluster_take_client(s->cluster, h->fd, h->use, h->watch, h->nwatch, h->input, h->len);
+}
+
 /* The cluster changed this node's role in place: a primary turned standby
- * closes its clients (their reservations go back, as on a disconnect); a
- * standby turned primary serves new clients itself and runs the engine's
- * timers from the next loop turn. */
+ * hands its clients to the proxy, held for the new primary with their
+ * sessions, or closes them (their reservations go back, as on a
+ * disconnect); a standby turned primary serves new clients itself and runs
+ * the engine's timers from the next loop turn. */
 static void cluster_role_changed(void *arg, bool to_standby)
 {
     bq_server_t *s = arg;
-    if (to_standby)
-        bq_clients_close_all(&s->clients);
+    if (!to_standby)
+        return;
+    bq_engine_set_writes_paused(s->engine, false); /* a follower's engine takes no commands */
+    size_t n = bq_clients_hand_over(&s->clients, take_client, s);
+    if (n > 0)
+        bq_log(BQ_LOG_INFO, "clients held for the new primary", "clients=%zu", n);
 }
 
 /* A client this node proxied is served here now that it is the primary. */

@@ -121,6 +121,10 @@ char *bq_admin_status_json(const bq_cluster_status_t *st)
     cJSON_AddBoolToObject(doc, "ready", st->ready);
     if (st->not_ready)
         cJSON_AddStringToObject(doc, "not_ready", st->not_ready);
+    if (st->riding)
+        cJSON_AddBoolToObject(doc, "holding_clients", true);
+    if (st->paused)
+        cJSON_AddStringToObject(doc, "writes_paused", st->paused);
     add_sync(doc, st);
     add_rejoin(doc, &st->rejoin);
     cJSON *sbs = cJSON_AddArrayToObject(doc, "standbys");

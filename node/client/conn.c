@@ -154,6 +154,13 @@ static size_t feed(bq_conn_t *c, const char *data, size_t len, bq_now_t now)
      * are refused with DRAINING before they are tried. */
     if (c->cl->before_feed)
         c->cl->before_feed(c->cl->arg);
+    /* A command held while writes paused runs first, once they resume. */
+    if (c->session && !c->closing) {
+        if (c->cl->binlog)
+            feed_lsn = bq_binlog_last_lsn(c->cl->binlog);
+        bq_session_resume(c->session, now);
+        feed_lsn = UINT64_MAX;
+    }
     while (off < len && can_feed(c)) {
         size_t n = slice_len(data + off, len - off);
         if (c->cl->binlog)
@@ -198,8 +205,9 @@ static void drop_input(bq_conn_t *c, size_t n)
 
 static void feed_kept(bq_conn_t *c, bq_now_t now)
 {
-    if (c->in_len > 0)
-        drop_input(c, feed(c, c->in, c->in_len, now));
+    size_t used = feed(c, c->in, c->in_len, now); /* with none kept: a held command */
+    if (used > 0)
+        drop_input(c, used);
 }
 
 /* After feeding: notices quit, the end of a half-closed client's input and
@@ -457,6 +465,62 @@ void bq_clients_release(bq_clients_t *cl, uint64_t lsn)
         cl->release_lsn = lsn;
     while ((l = bq_list_pop(&cl->gated)))
         mark_dirty(BQ_CONTAINER_OF(l, bq_conn_t, gated));
+}
+
+void bq_clients_wake_all(bq_clients_t *cl)
+{
+    for (bq_list_t *l = cl->conns.next; l != &cl->conns; l = l->next)
+        schedule(BQ_CONTAINER_OF(l, bq_conn_t, all));
+}
+
+/* Hands c to take when it can move (nothing unsent, no put body or
+ * discard in progress, a TCP socket): true when handed. */
+static bool hand_over_one(bq_conn_t *c, bq_conn_take_fn take, void *arg)
+{
+    char replay[2 * BQ_LINE_MAX + 64];
+    bq_client_t *ec = bq_session_client(c->session);
+    if (c->cl->is_unix || c->failed || c->eof || c->quit || c->finishing || c->writing ||
+        c->out.bytes > 0 || c->swallow > 0)
+        return false;
+    long n = bq_session_replay(c->session, c->cl->now(c->cl->arg), replay, sizeof replay);
+    size_t nwatch = bq_engine_client_nwatch(ec);
+    const char **watch = n >= 0 ? malloc(nwatch * sizeof *watch) : NULL;
+    char *input = watch ? malloc((size_t)n + c->in_len + 1) : NULL;
+    int fd = input ? dup(c->fd) : -1;
+    if (fd < 0) {
+        free(watch);
+        free(input);
+        return false;
+    }
+    for (size_t i = 0; i < nwatch; i++)
+        watch[i] = bq_engine_client_watch(ec, i);
+    memcpy(input, replay, (size_t)n);
+    if (c->in_len > 0)
+        memcpy(input + n, c->in, c->in_len);
+    bq_conn_handover_t h = {.fd = fd,
+                            .use = bq_engine_client_use(ec),
+                            .watch = watch,
+                            .nwatch = nwatch,
+                            .input = input,
+                            .len = (size_t)n + c->in_len};
+    int r = take(arg, &h);
+    free(watch);
+    free(input);
+    return r == 0;
+}
+
+size_t bq_clients_hand_over(bq_clients_t *cl, bq_conn_take_fn take, void *arg)
+{
+    size_t n = 0;
+    bq_list_t *l;
+    bq_clients_flush(cl); /* replies released already leave first */
+    while ((l = bq_list_pop(&cl->conns))) {
+        bq_conn_t *c = BQ_CONTAINER_OF(l, bq_conn_t, all);
+        if (!c->closing && hand_over_one(c, take, arg))
+            n++;
+        close_conn(c);
+    }
+    return n;
 }
 
 void bq_clients_close_all(bq_clients_t *cl)

@@ -78,6 +78,33 @@ bool bq_clients_pending(const bq_clients_t *cl);
  * output was held back for the binlog are flushed on the next turn. */
 void bq_clients_release(bq_clients_t *cl, uint64_t lsn);
 
+/* Schedules every connection's input to be fed again (writes resumed:
+ * sessions holding a command run it). */
+void bq_clients_wake_all(bq_clients_t *cl);
+
+/* A client handed to another owner (this node stops serving clients): its
+ * socket (owned by the receiver), the session it had (borrowed for the
+ * call) and what it sent that got no reply yet (bq_session_replay's bytes,
+ * then the input not consumed). */
+typedef struct bq_conn_handover {
+    int fd;
+    const char *use;
+    const char *const *watch;
+    size_t nwatch;
+    const char *input;
+    size_t len;
+} bq_conn_handover_t;
+
+/* Takes h->fd whatever it returns: 0 when taken, -1 when it could not
+ * (it closed fd). */
+typedef int (*bq_conn_take_fn)(void *arg, const bq_conn_handover_t *h);
+
+/* Flushes released output, then hands every connection that can move to
+ * take (nothing unsent or held back for the binlog, no put body or discard
+ * in progress, TCP) and closes every connection here (sessions end: their
+ * reservations go back). Returns how many were handed over. */
+size_t bq_clients_hand_over(bq_clients_t *cl, bq_conn_take_fn take, void *arg);
+
 /* Closes every connection (shutdown). */
 void bq_clients_close_all(bq_clients_t *cl);
 

@@ -176,6 +176,23 @@ const char *bq_cluster_refusal(const bq_cluster_t *c)
     return NULL;
 }
 
+const char *bq_cluster_pause(const bq_cluster_t *c)
+{
+    if (!c || c->standby || !c->feeder)
+        return NULL;
+    if (c->role_why)
+        return "stepping down";
+    if (c->handover.to >= 0)
+        return "switchover in progress";
+    return NULL;
+}
+
+int bq_cluster_take_client(bq_cluster_t *c, int fd, const char *use, const char *const *watch,
+                           size_t nwatch, const char *input, size_t len)
+{
+    return bq_proxy_take(c->proxy, fd, use, watch, nwatch, input, len);
+}
+
 void bq_cluster_accept(bq_cluster_t *c, int fd)
 {
     bq_proxy_accept(c->proxy, fd);

@@ -62,6 +62,17 @@ bool bq_cluster_standby(const bq_cluster_t *c);
  * with the time now, nothing changes. */
 const char *bq_cluster_refusal(const bq_cluster_t *c);
 
+/* Why the primary's writes wait now instead of being refused (a
+ * switchover, stepping down: both end within a bound, by writes resuming
+ * here or by its clients moving to the new primary), or NULL. */
+const char *bq_cluster_pause(const bq_cluster_t *c);
+
+/* A client this node served as primary, now that it steps down: proxied to
+ * the next primary with its session (bq_proxy_take's arguments: fd owned,
+ * the rest borrowed). 0, or -1 (fd closed). */
+int bq_cluster_take_client(bq_cluster_t *c, int fd, const char *use, const char *const *watch,
+                           size_t nwatch, const char *input, size_t len);
+
 /* A client connection arrived on a standby: proxied (takes ownership of fd). */
 void bq_cluster_accept(bq_cluster_t *c, int fd);
 
@@ -114,6 +125,8 @@ typedef struct bq_cluster_status {
     uint64_t primary_commit_lsn; /* standby: the commit LSN of the primary's last heartbeat */
     bool failover_auto, fenced, ready;
     const char *not_ready; /* why not ready, or NULL */
+    bool riding;           /* standby: no primary, ready while it holds clients for one */
+    const char *paused;    /* primary: why writes wait (bq_cluster_pause), or NULL */
     unsigned sync_standbys;
     bool fallback_async;
     const char *sync_state; /* primary: off, sync, waiting, degraded, refusing */

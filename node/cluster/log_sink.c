@@ -237,6 +237,7 @@ static void sink_primary_lost(void *arg, const char *node, const char *why)
     bq_log(BQ_LOG_WARN, "replication: lost the primary", "primary=%s why=\"%s\"", node, why);
     c->primary_name[0] = '\0';
     bq_proxy_set_target(c->proxy, NULL, NULL);
+    bq_proxy_primary_lost(c->proxy);
 }
 
 static uint64_t sink_seen_epoch(void *arg)

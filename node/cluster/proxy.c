@@ -419,10 +419,12 @@ void bq_proxy_set_target(bq_proxy_t *p, const char *host, const char *port)
         p->host = p->port = NULL;
     }
     if (p->host)
+        p->lost_at = 0;
+    if (p->host)
         bq_log(BQ_LOG_INFO, "proxy: clients go to the primary", "addr=\"%s\" port=\"%s\"", p->host,
                p->port);
     else
-        bq_logm(BQ_LOG_INFO, "proxy: no primary known; new clients are turned away");
+        bq_logm(BQ_LOG_INFO, "proxy: no primary known; clients are held for one");
     p->gen++;
     /* Clients of the old target move (or close); held ones go to the new. */
     bq_list_t *l, *next;
@@ -436,23 +438,19 @@ void bq_proxy_set_target(bq_proxy_t *p, const char *host, const char *port)
     }
 }
 
-void bq_proxy_accept(bq_proxy_t *p, int fd)
+pconn_t *bq__proxy_conn_new(bq_proxy_t *p, int fd)
 {
     pconn_t *c = !p->dying && !p->closed ? calloc(1, sizeof *c) : NULL;
-    if (!c) {
+    if (c)
+        c->m = bq_mirror_new();
+    if (!c || !c->m) {
         if (!p->dying && !p->closed)
             bq_logm(BQ_LOG_WARN, "proxy: out of memory; connection closed");
-        close(fd);
-        return;
-    }
-    c->p = p;
-    c->m = bq_mirror_new();
-    if (!c->m) {
-        bq_logm(BQ_LOG_WARN, "proxy: out of memory; connection closed");
         free(c);
         close(fd);
-        return;
+        return NULL;
     }
+    c->p = p;
     c->gen = p->gen;
     c->client.c = c->target.c = c;
     /* With AF_UNSPEC no socket is made yet: these cannot fail. */
@@ -465,19 +463,29 @@ void bq_proxy_accept(bq_proxy_t *p, int fd)
     p->count++;
     bq_list_push(&p->conns, &c->link);
     int r = uv_tcp_open(&c->client.tcp, fd);
-    if (r != 0) {
+    if (r != 0)
         close(fd);
+    else
+        uv_tcp_nodelay(&c->client.tcp, 1);
+    if (r == 0)
+        r = uv_read_start(bq__proxy_stream(&c->client), on_alloc, on_read);
+    if (r != 0) {
         bq__proxy_conn_fail(c, "proxy: cannot use the client socket", r);
-        return;
+        return NULL;
     }
-    uv_tcp_nodelay(&c->client.tcp, 1);
-    r = uv_read_start(bq__proxy_stream(&c->client), on_alloc, on_read);
-    if (r == 0 && !p->host) { /* no primary known: it waits for one */
+    return c;
+}
+
+void bq_proxy_accept(bq_proxy_t *p, int fd)
+{
+    pconn_t *c = bq__proxy_conn_new(p, fd);
+    if (!c)
+        return;
+    if (!p->host) { /* no primary known: it waits for one */
         bq__proxy_hold_new(c);
         return;
     }
-    if (r == 0)
-        r = bq__proxy_start_connect(c);
+    int r = bq__proxy_start_connect(c);
     bq_log(BQ_LOG_DEBUG, "proxy: client accepted", "fd=%d primary=\"%s\"", fd, p->host);
     if (r != 0) {
         bq_log_limited(&p->limit, BQ_LOG_WARN, "proxy: cannot reach the primary",

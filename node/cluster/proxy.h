@@ -13,6 +13,7 @@
 #ifndef BQ_NODE_PROXY_H
 #define BQ_NODE_PROXY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
@@ -40,6 +41,25 @@ typedef void (*bq_proxy_adopt_fn)(void *arg, int fd, const char *input, size_t l
  * handed to adopt(arg, ...) to be served here, the others are closed; no
  * target is left. Returns how many were handed over. */
 size_t bq_proxy_adopt_all(bq_proxy_t *p, bq_proxy_adopt_fn adopt, void *arg);
+
+/* Takes over a client this node served until it stepped down: fd (owned),
+ * the session it had (the tube it used, the tubes it watched in order, all
+ * borrowed) and input[0..len) (copied): what it sent that got no reply
+ * yet (bq_session_replay's bytes, then its unread input). The client is
+ * held like one whose primary went away: the next primary gets the
+ * commands that restore its session (their replies dropped), then input.
+ * 0, or -1 (logged; fd closed) when it cannot be set up. */
+int bq_proxy_take(bq_proxy_t *p, int fd, const char *use, const char *const *watch,
+                  size_t nwatch, const char *input, size_t len);
+
+/* The primary went away (or this node stepped down): until a target is set
+ * again, for at most the hold bound, the proxy rides through the election
+ * (bq_proxy_riding). */
+void bq_proxy_primary_lost(bq_proxy_t *p);
+
+/* True while no primary is known and it went away less than the hold bound
+ * ago: the node still takes clients and holds them. */
+bool bq_proxy_riding(const bq_proxy_t *p);
 
 /* Takes ownership of accepted client socket fd: connects it to the target,
  * or closes it at once when there is none (or it cannot be reached). */

@@ -69,6 +69,7 @@ struct bq_proxy {
     uv_timer_t timer;  /* retries and bounds held clients */
     unsigned gen;      /* bumped by every change of the target */
     char *host, *port; /* the target; NULL when none is known */
+    uint64_t lost_at;  /* loop ms when the primary went away; 0 while one is known */
     bq_list_t conns;
     size_t count; /* connections in conns */
     size_t live;  /* connections not freed yet */
@@ -94,6 +95,11 @@ void bq__proxy_on_closed(uv_handle_t *h);
 
 /* proxy.c: closes both sides of c now (pending writes dropped). */
 void bq__proxy_conn_close(pconn_t *c);
+
+/* proxy.c: a new connection for the client socket fd (owned: closed on
+ * failure), reading from it, with no target yet; NULL (logged) when it
+ * cannot be set up. */
+pconn_t *bq__proxy_conn_new(bq_proxy_t *p, int fd);
 
 /* proxy.c: closes c after a failure (what, a libuv error), logged at debug. */
 void bq__proxy_conn_fail(pconn_t *c, const char *what, int err);

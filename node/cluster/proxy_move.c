@@ -114,6 +114,24 @@ void bq__proxy_start_held(pconn_t *c)
         bq__proxy_target_lost(c, "proxy: cannot reach the primary", r, false);
 }
 
+/* A held client's bound expired: each command it sent that got no reply
+ * is answered INTERNAL_ERROR (as far as its socket takes them now), then
+ * it is closed. */
+static void fail_held(pconn_t *c)
+{
+    static const char err[] = "INTERNAL_ERROR\r\n";
+    size_t n = bq_mirror_unanswered(c->m);
+    char *buf = n > 0 ? malloc(n * (sizeof err - 1)) : NULL;
+    if (buf) {
+        for (size_t i = 0; i < n; i++)
+            memcpy(buf + i * (sizeof err - 1), err, sizeof err - 1);
+        uv_buf_t b = uv_buf_init(buf, (unsigned)(n * (sizeof err - 1)));
+        uv_try_write(bq__proxy_stream(&c->client), &b, 1);
+        free(buf);
+    }
+    bq__proxy_conn_close(c);
+}
+
 /* Every RETRY_MS while clients are held: each tries the target again, and
  * one held longer than the bound is closed. */
 void bq__proxy_on_hold_timer(uv_timer_t *t)
@@ -128,9 +146,10 @@ void bq__proxy_on_hold_timer(uv_timer_t *t)
         if (!c->held_at)
             continue;
         if (now - c->held_at > p->hold_ms) {
-            bq_log_limited(&p->limit, BQ_LOG_WARN, "proxy: no primary in time; client closed",
+            bq_log_limited(&p->limit, BQ_LOG_WARN,
+                           "proxy: no primary in time; client answered INTERNAL_ERROR and closed",
                            "held_ms=%llu", (unsigned long long)(now - c->held_at));
-            bq__proxy_conn_close(c);
+            fail_held(c);
             continue;
         }
         held++;
@@ -172,6 +191,43 @@ static bool adopt_one(pconn_t *c, bq_proxy_adopt_fn adopt, void *arg)
     free(bytes);
     free(kept);
     return true;
+}
+
+int bq_proxy_take(bq_proxy_t *p, int fd, const char *use, const char *const *watch, size_t nwatch,
+                  const char *input, size_t len)
+{
+    pconn_t *c = bq__proxy_conn_new(p, fd);
+    if (!c)
+        return -1;
+    char *bytes = NULL;
+    size_t n = 0, restores = 0;
+    if (bq_mirror_set_session(c->m, use, watch, nwatch) != 0 ||
+        bq_mirror_restore(c->m, &bytes, &n, &restores) != 0 ||
+        (n > 0 && bq__proxy_keep_early(c, bytes, n) != 0) ||
+        (len > 0 && bq__proxy_keep_early(c, input, len) != 0)) {
+        free(bytes);
+        bq_logm(BQ_LOG_WARN, "proxy: out of memory; client closed");
+        bq__proxy_conn_close(c);
+        return -1;
+    }
+    free(bytes);
+    bq_mirror_client(c->m, input, len);
+    c->restores_kept = restores;
+    mark_held(c);
+    if (p->host)
+        bq__proxy_start_held(c);
+    return 0;
+}
+
+void bq_proxy_primary_lost(bq_proxy_t *p)
+{
+    if (!p->host && !p->lost_at)
+        p->lost_at = uv_now(p->loop) | 1;
+}
+
+bool bq_proxy_riding(const bq_proxy_t *p)
+{
+    return !p->host && p->lost_at && uv_now(p->loop) - p->lost_at <= p->hold_ms;
 }
 
 size_t bq_proxy_adopt_all(bq_proxy_t *p, bq_proxy_adopt_fn adopt, void *arg)

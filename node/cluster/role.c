@@ -72,8 +72,10 @@ static void follow_now(uv_timer_t *t)
     int64_t start = bq_clock_now().mono;
     if (c->closing || c->standby)
         return;
-    /* Clients first: their reservations are void, and a follower's engine
-     * holds none. */
+    /* Clients first: they move to the proxy (bq_cluster_take_client), held
+     * for the new primary; their reservations are void, and a follower's
+     * engine holds none. */
+    bq_proxy_primary_lost(c->proxy);
     c->host.role_changed(c->host.arg, true);
     if (bq_binlog_become_follower(c->host.binlog) != 0) {
         uv_timer_start(&c->role_timer, follow_now, RETRY_MS, 0);

@@ -155,13 +155,21 @@ void bq_cluster_status(bq_cluster_t *c, bq_cluster_status_t *st)
         st->nstandbys = bq_feeder_nstandbys(c->feeder);
         for (size_t i = 0; i < st->nstandbys && i < BQ_FLAGS_MAX_PEERS; i++)
             standby_status(c, i, now, &st->standbys[i]);
-        st->not_ready = bq_cluster_refusal(c);
+        /* A pause (switchover, stepping down) holds writes: still ready. */
+        st->paused = bq_cluster_pause(c);
+        st->not_ready = st->paused ? NULL : bq_cluster_refusal(c);
     } else {
         bq_receiver_status_t rs;
         bq_receiver_status(c->receiver, &rs);
         st->primary = rs.connected && rs.primary[0] ? rs.primary : NULL;
         st->primary_commit_lsn = rs.primary_commit_lsn;
-        st->not_ready = !rs.connected ? "no primary followed" : rs.resyncing ? "resyncing" : NULL;
+        /* Just after the primary went away, clients are held for the next
+         * one: the node stays ready through the election, for the bound. */
+        st->riding = !rs.connected && bq_proxy_riding(c->proxy);
+        st->not_ready = st->riding      ? NULL
+                        : !rs.connected ? "no primary followed"
+                        : rs.resyncing  ? "resyncing"
+                                        : NULL;
     }
     st->ready = st->not_ready == NULL;
     st->rejoin = c->rejoin.last;

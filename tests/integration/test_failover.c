@@ -34,6 +34,8 @@
  * prints where it is. BQT_FILTER='name*' runs some cases only. */
 #include <setjmp.h>
 #include <dirent.h>
+#include <poll.h>
+#include <sys/wait.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -1183,6 +1185,218 @@ static void proxied_clients_survive_role_changes(void **state)
     s->passed = true;
 }
 
+/* ---- 4d. clients of the primary through a switchover ---- */
+
+/* The producer of writes_wait_through_a_switchover, in a child process:
+ * puts one at a time on fd (tube sw) until stop_fd reaches EOF, writing
+ * each acknowledged id to out_fd, then a summary line:
+ * "done <inserted> <refused> <other> <closed> <max_ms>". */
+static void switchover_producer(int fd, int stop_fd, int out_fd)
+{
+    struct pollfd sp = {.fd = stop_fd, .events = POLLIN};
+    long inserted = 0, refused = 0, other = 0, closed = 0, max_ms = 0;
+    if (write(fd, "use sw\r\n", 8) != 8)
+        closed++;
+    char line[256];
+    size_t n = 0;
+    bool used = false;
+    while (!closed && poll(&sp, 1, 0) == 0) {
+        static const char put[] = "put 0 0 60 2\r\nsw\r\n";
+        if (used && write(fd, put, sizeof put - 1) != sizeof put - 1) {
+            closed++;
+            break;
+        }
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        n = 0;
+        while (n < 2 || line[n - 2] != '\r' || line[n - 1] != '\n') {
+            struct pollfd rp = {.fd = fd, .events = POLLIN};
+            if (n == sizeof line || poll(&rp, 1, 20000) != 1 || read(fd, line + n, 1) != 1) {
+                closed++;
+                break;
+            }
+            n++;
+        }
+        if (closed)
+            break;
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        long ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+        if (!used) {
+            used = true;
+            continue;
+        }
+        max_ms = ms > max_ms ? ms : max_ms;
+        if (strncmp(line, "INSERTED ", 9) == 0) {
+            unsigned long long id = strtoull(line + 9, NULL, 10);
+            inserted++;
+            if (write(out_fd, &id, sizeof id) != sizeof id)
+                break;
+        } else if (strncmp(line, "DRAINING", 8) == 0 || strncmp(line, "OUT_OF_MEMORY", 13) == 0) {
+            refused++;
+        } else {
+            other++;
+        }
+    }
+    unsigned long long end = 0;
+    char sum[128];
+    int k = snprintf(sum, sizeof sum, "done %ld %ld %ld %ld %ld", inserted, refused, other, closed,
+                     max_ms);
+    if (write(out_fd, &end, sizeof end) == sizeof end && write(out_fd, sum, (size_t)k) == k)
+        _exit(0);
+    _exit(1);
+}
+
+/* A primary's own clients through a switchover: a producer putting one job
+ * at a time never gets DRAINING or OUT_OF_MEMORY and keeps its connection
+ * (its put waits while writes pause, then goes to the new primary through
+ * the old one, now a standby); an idle client keeps its session; a worker
+ * waiting in reserve gets a job put on the new primary. Every id
+ * acknowledged to the producer is on the new primary. */
+static void writes_wait_through_a_switchover(void **state)
+{
+    suite_t *s = *state;
+    bqc_view_t v0, v1;
+    for (size_t i = 0; i < NODES; i++)
+        s->c->node[i].admin_port = bqt_free_port();
+    start_all(s);
+    size_t p = bqw_wait_settled(s->w, 0, &v0);
+    size_t t = (p + 1) % NODES;
+    bqw_wait_streaming(s->w, t, true);
+    int c1 = session_client(s, p, "old"), w1 = session_client(s, p, "old-work");
+    bqt_sends(w1, "reserve\r\n");
+    int prod = bqt_client(&s->c->node[p].srv);
+    int stop[2], out[2];
+    assert_int_equal(pipe(stop), 0);
+    assert_int_equal(pipe(out), 0);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        close(stop[1]);
+        close(out[0]);
+        switchover_producer(prod, stop[0], out[1]);
+    }
+    close(stop[0]);
+    close(out[1]);
+    /* The first acknowledged id says the producer runs. */
+    unsigned long long id0 = 0;
+    struct pollfd rp = {.fd = out[0], .events = POLLIN};
+    if (poll(&rp, 1, BQC_WAIT_MS) != 1 || read(out[0], &id0, sizeof id0) != sizeof id0 || !id0)
+        fail_msg("the producer on %s acknowledged nothing", name_of(s, p));
+    bqa_conn_t *h = switchover_send(s, p, t);
+    char text[HTTP_TEXT];
+    int status = bqa_reply(h, BQC_WAIT_MS, text, sizeof text);
+    bqa_close(h);
+    if (status != 200)
+        fail_msg("switchover to %s: %d %s", name_of(s, t), status, text);
+    assert_int_equal(bqw_wait_primary(s->w, (int)p, &v1), t);
+    bqc_wait_log(s->c, p, "clients held for the new primary", NULL, 1, BQC_WAIT_MS);
+    expect_session(s, c1, "old", t);
+    expect_job_reaches(s, t, "old-work", w1);
+    /* A few more puts on the new primary, then the producer stops. */
+    int q = bqt_client(&s->c->node[t].srv);
+    expect_reply(q, "use sw\r\n", "USING sw");
+    char *r = bqc_ask(q, "stats-tube sw\r\n", HELD_MS);
+    free(r);
+    close(stop[1]);
+    unsigned long long ids[1 << 16], id;
+    size_t nids = 0;
+    ids[nids++] = id0;
+    while (read(out[0], &id, sizeof id) == sizeof id && id != 0)
+        if (nids < sizeof ids / sizeof *ids)
+            ids[nids++] = id;
+    char sum[128] = "";
+    ssize_t k = read(out[0], sum, sizeof sum - 1);
+    sum[k > 0 ? k : 0] = '\0';
+    int wst = 0;
+    waitpid(child, &wst, 0);
+    long inserted, refused, other, closed, max_ms;
+    if (sscanf(sum, "done %ld %ld %ld %ld %ld", &inserted, &refused, &other, &closed, &max_ms) != 5)
+        fail_msg("the producer's summary: \"%s\"", sum);
+    fprintf(stderr, "producer through the switchover: %ld puts, longest %ld ms\n", inserted,
+            max_ms);
+    if (refused || other || closed)
+        fail_msg("the producer got %ld refusals, %ld other replies, %ld closed connections "
+                 "(%ld puts acknowledged)",
+                 refused, other, closed, inserted);
+    for (size_t i = 0; i < nids; i++) {
+        char cmd[64];
+        snprintf(cmd, sizeof cmd, "peek %llu\r\n", ids[i]);
+        r = bqc_ask(q, cmd, HELD_MS);
+        if (!r || strncmp(r, "FOUND ", 6) != 0)
+            fail_msg("job %llu acknowledged to the producer is not on %s: %s", ids[i],
+                     name_of(s, t), r ? r : "(none)");
+        free(r);
+    }
+    close(q);
+    close(c1);
+    close(w1);
+    close(prod);
+    close(out[0]);
+    s->passed = true;
+}
+
+/* ---- 4e. standbys ride through an election ---- */
+
+/* True when node i's /status names a primary (or i is it). */
+static bool knows_primary(suite_t *s, size_t i)
+{
+    char body[8192];
+    if (bqc_admin_call(s->c, i, "GET", "/status", body, sizeof body) != 200)
+        return false;
+    return strstr(body, "\"role\":\"primary\"") || !strstr(body, "\"primary\":null");
+}
+
+/* kill -9 of the primary: through the election, both standbys answer 200
+ * on /readyz every time they are asked (a load balancer keeps them), and
+ * a client of one of them, held since its primary was lost, gets its
+ * commands (a put among them) answered in order by the new primary. */
+static void standbys_ride_through_an_election(void **state)
+{
+    suite_t *s = *state;
+    bqc_view_t v;
+    for (size_t i = 0; i < NODES; i++)
+        s->c->node[i].admin_port = bqt_free_port();
+    start_all(s);
+    size_t p = bqw_wait_settled(s->w, 0, &v);
+    size_t b = (p + 1) % NODES, c = (p + 2) % NODES;
+    int fd = session_client(s, b, "ride");
+    bqw_node_kill(s->w, p);
+    bqc_wait_log(s->c, b, "replication: lost the primary", NULL, 1, BQC_WAIT_MS);
+    bqt_sends(fd, "put 0 0 60 4\r\nride\r\nlist-tube-used\r\nstats-tube ride\r\n");
+    long long t0 = bqt_now_ms();
+    int asked = 0;
+    char body[256];
+    for (bool known = false; !known; asked++) {
+        if (bqt_now_ms() - t0 > BQC_WAIT_MS)
+            fail_msg("no new primary within %d ms", BQC_WAIT_MS);
+        known = true;
+        for (size_t i = b, k = 0; k < 2; k++, i = c) {
+            int st = bqc_admin_call(s->c, i, "GET", "/readyz", body, sizeof body);
+            if (st != 200)
+                fail_msg("%s answered %d (%s) on /readyz during the election, %lld ms after "
+                         "the primary died",
+                         name_of(s, i), st, body, bqt_now_ms() - t0);
+            known = known && knows_primary(s, i);
+        }
+    }
+    fprintf(stderr, "/readyz asked %d times of each standby through the election: always 200\n",
+            asked);
+    char *line = bqt_read_line(fd, HELD_MS);
+    if (!line || strncmp(line, "INSERTED ", 9) != 0)
+        fail_msg("the held put got \"%s\"", line ? line : "nothing");
+    free(line);
+    line = bqt_read_line(fd, HELD_MS);
+    if (!line || strncmp(line, "USING ride\r", 11) != 0)
+        fail_msg("the held list-tube-used got \"%s\"", line ? line : "nothing");
+    free(line);
+    line = bqt_read_line(fd, HELD_MS);
+    if (!line || strncmp(line, "OK ", 3) != 0)
+        fail_msg("the held stats-tube got \"%s\"", line ? line : "nothing");
+    free(line);
+    close(fd);
+    s->passed = true;
+}
+
 /* ---- 8. twenty primary changes with caught-up standbys: no resync ---- */
 
 #define CHANGES 20
@@ -1254,6 +1468,8 @@ int main(void)
         T(partitioned_primary_steps_aside),
         T(forked_tail_is_cut_on_rejoin),
         T(proxied_clients_survive_role_changes),
+        T(writes_wait_through_a_switchover),
+        T(standbys_ride_through_an_election),
         T(no_resync_across_primary_changes),
         T(witness_breaks_the_tie),
         T(random_fault_rounds),

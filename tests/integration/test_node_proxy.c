@@ -392,23 +392,35 @@ static void expect_eof_after_hold(int fd)
                  HOLD_MS);
 }
 
-/* With no target, a new client is held: its command is answered once a
- * target is set; with none in time, it is closed at the hold bound. */
+/* With no target, a new client is held: its commands are answered once a
+ * target is set, in order; with none in time, each command it sent gets
+ * INTERNAL_ERROR and it is closed, at the hold bound. */
 static void no_target_holds_new_clients(void **state)
 {
     fx_t *f = *state;
     set_target(f, NULL, NULL);
     int fd = client(f);
-    bqt_sends(fd, "list-tube-used\r\n");
+    bqt_sends(fd, "use a\r\nlist-tube-used\r\nwatch b\r\nlist-tube-us");
     struct pollfd p = {.fd = fd, .events = POLLIN};
     assert_int_equal(poll(&p, 1, 300), 0);
     assert_int_equal(proxy_count(f), 1);
     set_target(f, "127.0.0.1", f->bs_port[0]);
-    it_cmd(fd, "", "USING default\r\n");
+    it_cmd(fd, "ed\r\n", "USING a\r\nUSING a\r\nWATCHING 2\r\nUSING a\r\n");
     close(fd);
     set_target(f, NULL, NULL);
     fd = client(f);
-    expect_eof_after_hold(fd);
+    bqt_sends(fd, "list-tube-used\r\nreserve\r\nput 0 0 1 2\r\nab\r\n");
+    long long t0 = bqt_now_ms();
+    char got[64] = "";
+    size_t want = 3 * strlen("INTERNAL_ERROR\r\n");
+    assert_int_equal(bqt_read_n(fd, got, want, HOLD_MS + BQT_DEADLINE_MS), want);
+    assert_string_equal(got, "INTERNAL_ERROR\r\nINTERNAL_ERROR\r\nINTERNAL_ERROR\r\n");
+    if (bqt_now_ms() - t0 < HOLD_MS / 2)
+        fail_msg("a held client was failed before the hold bound %d", HOLD_MS);
+    expect_eof(fd);
+    close(fd);
+    fd = client(f);
+    expect_eof_after_hold(fd); /* nothing sent: nothing to answer */
     close(fd);
     expect_count(f, 0);
 }
