@@ -71,7 +71,12 @@ static void on_handover_poll(uv_timer_t *t)
                      "resumed here");
         return;
     }
-    if (!c->handover.promoted && sb.flushed >= bq_binlog_last_lsn(c->host.binlog)) {
+    /* Promote once the target has every record and every reply here is
+     * released (the local fsync may finish after the target's ack): from
+     * Promote on nothing more is released, and a client with a reply held
+     * back could not move to the new primary. */
+    uint64_t last = bq_binlog_last_lsn(c->host.binlog);
+    if (!c->handover.promoted && sb.flushed >= last && c->released >= last) {
         if (bq_feeder_send_promote(c->feeder, to) == 0) {
             c->handover.promoted = true;
             bq_failover_hand_over(c->failover);
