@@ -161,6 +161,9 @@ static void decide(bq_feeder_t *f, conn_t *c, const Bq__Repl__Hello *h, bq_hs_de
         .last_lsn = f->log->written_lsn(f->log->arg),
         .segs = segs,
         .nsegs = n,
+        .before_epoch = n && segs[0].first_lsn > 1 && f->log->epoch_of
+                            ? f->log->epoch_of(f->log->arg, segs[0].first_lsn - 1)
+                            : 0,
         .peers = f->names,
         .witness = f->witness,
         .npeers = f->cfg.repl.npeers,

@@ -110,6 +110,11 @@ static bool can_resume(const bq_hs_primary_t *p, uint64_t x, uint64_t x_epoch)
         return false;
     if (x == 0)
         return p->segs[0].first_lsn == 1;
+    /* x itself compacted away, every frame after it held: the epoch history
+     * tells x's epoch (a new primary that dropped every older segment at
+     * once, its jobs all deleted, still resumes its caught-up standbys). */
+    if (x + 1 == p->segs[0].first_lsn)
+        return p->before_epoch != 0 && p->before_epoch == x_epoch;
     /* A known epoch means x is retained, so every frame after it is too. */
     e = bq_hs_epoch_of(p, x);
     return e >= 0 && (uint64_t)e == x_epoch && x + 1 >= p->segs[0].first_lsn;

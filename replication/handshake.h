@@ -10,11 +10,11 @@
  * segment list. Two logs that hold the same LSN in the same epoch hold the
  * same frames up to it (one primary per epoch, as in Raft). The standby
  * resumes when the primary holds its last frame in the same epoch and every
- * frame after it. Otherwise the fork point is the last LSN at which both
- * logs have the same epoch: a standby that can cut (its Hello says so)
- * moves its frames after it aside and the stream goes on from there, when
- * the primary still holds every frame after it (Kafka's leader-epoch
- * truncation, PostgreSQL's pg_rewind). Anything else is a RESYNC, which is
+ * frame after it, or holds every frame after it and its epoch history puts
+ * that last frame (compacted away) in the same epoch. Otherwise the fork point is the last LSN at
+ * which both logs have the same epoch: a standby that can cut (its Hello says so) moves its frames
+ * after it aside and the stream goes on from there, when the primary still holds every frame after
+ * it (Kafka's leader-epoch truncation, PostgreSQL's pg_rewind). Anything else is a RESYNC, which is
  * always safe. */
 #ifndef BQ_REPL_HANDSHAKE_H
 #define BQ_REPL_HANDSHAKE_H
@@ -39,6 +39,9 @@ typedef struct bq_hs_primary {
     uint64_t last_lsn;           /* its last frame (0 with none) */
     const bq_hs_segment_t *segs; /* retained segments, oldest first (nsegs >= 1) */
     size_t nsegs;
+    uint64_t before_epoch;    /* the epoch of frame segs[0].first_lsn - 1, no longer
+                                 retained (compacted), as the primary's epoch history
+                                 records it; 0: unknown or none */
     const char *const *peers; /* node ids allowed to follow (the other peers) */
     const bool *witness;      /* per peer: declared a witness (NULL: none is) */
     size_t npeers;

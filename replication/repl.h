@@ -47,6 +47,9 @@ typedef struct bq_repl_log {
     void (*path)(void *arg, uint64_t seq, char *buf, size_t cap);
     uint64_t (*written_lsn)(void *arg); /* frames up to here are in the files */
     uint64_t (*epoch)(void *arg);
+    /* Optional: the epoch of frame lsn as the log's epoch history records
+     * it, also for frames no longer retained; 0 when unknown. */
+    uint64_t (*epoch_of)(void *arg, uint64_t lsn);
     void *arg;
 } bq_repl_log_t;
 

@@ -327,6 +327,14 @@ uint64_t bq_estore_epoch_end(const bq_election_state_t *st, uint64_t epoch, uint
     return i == 0 ? 0 : end_of(st, i - 1, last_lsn);
 }
 
+uint64_t bq_estore_epoch_of(const bq_election_state_t *st, uint64_t lsn)
+{
+    size_t i = st->nhist;
+    while (i > 0 && st->hist[i - 1].first_lsn > lsn)
+        i--;
+    return i == 0 || lsn == 0 ? 0 : st->hist[i - 1].epoch;
+}
+
 const char *bq_estore_status_name(bq_estore_status_t s)
 {
     static const char *const names[] = {"ok", "absent", "damaged", "i/o error"};

@@ -58,6 +58,12 @@ int bq_estore_add_epoch(bq_election_state_t *st, uint64_t epoch, uint64_t first_
  * agrees with a log of E at most up to there. */
 uint64_t bq_estore_epoch_end(const bq_election_state_t *st, uint64_t epoch, uint64_t last_lsn);
 
+/* The epoch of frame lsn in a log with history *st: the last recorded
+ * epoch whose first_lsn is at most lsn (of epochs that share a first_lsn,
+ * the later: the earlier holds no frame); 0 when the history starts after
+ * lsn or is empty. The caller knows lsn is in the log. */
+uint64_t bq_estore_epoch_of(const bq_election_state_t *st, uint64_t lsn);
+
 /* The status's name ("ok", "absent", "damaged", "i/o error"). */
 const char *bq_estore_status_name(bq_estore_status_t s);
 

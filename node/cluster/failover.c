@@ -331,6 +331,11 @@ void bq_failover_epoch_started(bq_failover_t *fo, uint64_t epoch, uint64_t first
     }
 }
 
+uint64_t bq_failover_epoch_of(const bq_failover_t *fo, uint64_t lsn)
+{
+    return bq_estore_epoch_of(fo->st, lsn);
+}
+
 /* The primary this node is, or heard from within its timeout; "" when none. */
 static const char *known_primary(const bq_failover_t *fo)
 {

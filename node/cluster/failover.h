@@ -59,6 +59,10 @@ int bq_failover_start(bq_failover_t **out, uv_loop_t *loop, const bq_flags_t *f,
 void bq_failover_epoch_started(bq_failover_t *fo, uint64_t epoch, uint64_t first_lsn,
                                const char *node);
 
+/* The epoch of frame lsn of this node's log by its epoch history (frames
+ * compacted away too), 0 when unknown; lsn must be in the log. */
+uint64_t bq_failover_epoch_of(const bq_failover_t *fo, uint64_t lsn);
+
 /* Feeder hooks: a vote request; an ack of standby peer; a higher epoch. */
 void bq_failover_vote(bq_failover_t *fo, size_t peer, const Bq__Repl__VoteRequest *req,
                       Bq__Repl__VoteReply *reply);

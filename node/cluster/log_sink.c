@@ -269,6 +269,16 @@ static void sink_promote(void *arg, size_t peer, uint64_t epoch)
         bq_log(BQ_LOG_WARN, "switchover: cannot stand", "why=\"%s\"", why);
 }
 
+/* The epoch of a frame of the local log, compacted or not, by the epoch
+ * history (a frame at or below the last one only). */
+static uint64_t log_epoch_of(void *arg, uint64_t lsn)
+{
+    bq_cluster_t *c = arg;
+    if (!c->failover || lsn > bq_binlog_last_lsn(c->host.binlog))
+        return 0;
+    return bq_failover_epoch_of(c->failover, lsn);
+}
+
 void bq__cluster_log_init(bq_cluster_t *c)
 {
     c->log = (bq_repl_log_t){.nsegs = log_nsegs,
@@ -276,6 +286,7 @@ void bq__cluster_log_init(bq_cluster_t *c)
                              .path = log_path,
                              .written_lsn = log_written,
                              .epoch = log_epoch,
+                             .epoch_of = log_epoch_of,
                              .arg = c};
 }
 

@@ -597,6 +597,17 @@ static void epoch_end_cases(void **state)
     assert_int_equal(bq_estore_epoch_end(st, 0, 500), 0);
     assert_int_equal(bq_estore_epoch_end(st, 10, 500), 500); /* above all: the last's end */
     assert_int_equal(bq_estore_epoch_end(st, UINT64_MAX, 777), 777);
+    /* The epoch of a frame: empty epoch 4 holds none (5 has LSN 100). */
+    assert_int_equal(bq_estore_epoch_of(st, 1), 2);
+    assert_int_equal(bq_estore_epoch_of(st, 99), 2);
+    assert_int_equal(bq_estore_epoch_of(st, 100), 5);
+    assert_int_equal(bq_estore_epoch_of(st, 249), 5);
+    assert_int_equal(bq_estore_epoch_of(st, 250), 9);
+    assert_int_equal(bq_estore_epoch_of(st, 9999), 9);
+    assert_int_equal(bq_estore_epoch_of(st, 0), 0);
+    bq_election_state_t *late = fx->b;
+    assert_int_equal(bq_estore_add_epoch(late, 7, 40, "e"), 1);
+    assert_int_equal(bq_estore_epoch_of(late, 39), 0); /* before the history: unknown */
 }
 
 static void status_names(void **state)

@@ -308,6 +308,34 @@ static void test_behind_oldest_segment(void **state)
     assert_start(&d, BQ_HS_RESUME, 12, 0);
 }
 
+/* A standby whose last frame is the one just before the oldest retained
+ * (compacted away) resumes when the primary's epoch history puts it in the
+ * standby's epoch (issue 19: a new primary whose jobs were all deleted kept
+ * only its new epoch's segment, and caught-up standbys resynced); a
+ * different or unknown epoch resyncs (or cuts), and a frame further back is
+ * gone. */
+static void test_resume_after_compacted_frame(void **state)
+{
+    (void)state;
+    static const bq_hs_segment_t segs[] = {{1879, 3}};
+    bq_hs_primary_t p = primary(segs, 1, 1879);
+    p.before_epoch = 2;
+    Bq__Repl__Hello h = hello("n2", 2, 1878);
+    bq_hs_decision_t d = decide(&p, &h);
+    assert_start(&d, BQ_HS_RESUME, 1879, 0);
+    h = hello("n2", 1, 1878); /* another epoch there: a fork */
+    d = decide(&p, &h);
+    assert_start(&d, BQ_HS_RESYNC, 1879, 0);
+    p.before_epoch = 0; /* unknown */
+    h = hello("n2", 2, 1878);
+    d = decide(&p, &h);
+    assert_start(&d, BQ_HS_RESYNC, 1879, 0);
+    p.before_epoch = 2;
+    h = hello("n2", 2, 1877); /* 1878 is gone */
+    d = decide(&p, &h);
+    assert_start(&d, BQ_HS_RESYNC, 1879, 0);
+}
+
 static void test_ahead_of_primary(void **state)
 {
     (void)state;
@@ -444,6 +472,7 @@ int main(void)
         cmocka_unit_test(test_empty_last_segment),
         cmocka_unit_test(test_empty_middle_segment),
         cmocka_unit_test(test_behind_oldest_segment),
+        cmocka_unit_test(test_resume_after_compacted_frame),
         cmocka_unit_test(test_ahead_of_primary),
         cmocka_unit_test(test_fork),
         cmocka_unit_test(test_fork_cut),
