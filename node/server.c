@@ -347,9 +347,11 @@ static void cluster_role_changed(void *arg, bool to_standby)
     if (!to_standby)
         return;
     bq_engine_set_writes_paused(s->engine, false); /* a follower's engine takes no commands */
-    size_t n = bq_clients_hand_over(&s->clients, take_client, s);
-    if (n > 0)
-        bq_log(BQ_LOG_INFO, "clients held for the new primary", "clients=%zu", n);
+    size_t closed;
+    size_t n = bq_clients_hand_over(&s->clients, take_client, s, &closed);
+    if (n + closed > 0)
+        bq_log(BQ_LOG_INFO, "clients held for the new primary", "clients=%zu closed=%zu", n,
+               closed);
 }
 
 /* A client this node proxied is served here now that it is the primary. */

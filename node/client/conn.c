@@ -26,6 +26,7 @@
  * (docs/binlog.md, "Job ids after a restart"). */
 #include "node/client/conn.h"
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -480,13 +481,16 @@ static bool hand_over_one(bq_conn_t *c, bq_conn_take_fn take, void *arg)
     char replay[2 * BQ_LINE_MAX + 64];
     bq_client_t *ec = bq_session_client(c->session);
     if (c->cl->is_unix || c->failed || c->eof || c->quit || c->finishing || c->writing ||
-        c->out.bytes > 0 || c->swallow > 0)
+        c->out.bytes > 0 || c->swallow > 0) {
+        bq_log(BQ_LOG_DEBUG, "client not handed over", "fd=%d unsent=%zu writing=%d eof=%d", c->fd,
+               c->out.bytes, c->writing, c->eof);
         return false;
+    }
     long n = bq_session_replay(c->session, c->cl->now(c->cl->arg), replay, sizeof replay);
     size_t nwatch = bq_engine_client_nwatch(ec);
     const char **watch = n >= 0 ? malloc(nwatch * sizeof *watch) : NULL;
     char *input = watch ? malloc((size_t)n + c->in_len + 1) : NULL;
-    int fd = input ? dup(c->fd) : -1;
+    int fd = input ? fcntl(c->fd, F_DUPFD_CLOEXEC, 0) : -1; /* not into a re-exec */
     if (fd < 0) {
         free(watch);
         free(input);
@@ -509,15 +513,18 @@ static bool hand_over_one(bq_conn_t *c, bq_conn_take_fn take, void *arg)
     return r == 0;
 }
 
-size_t bq_clients_hand_over(bq_clients_t *cl, bq_conn_take_fn take, void *arg)
+size_t bq_clients_hand_over(bq_clients_t *cl, bq_conn_take_fn take, void *arg, size_t *closed)
 {
     size_t n = 0;
+    *closed = 0;
     bq_list_t *l;
     bq_clients_flush(cl); /* replies released already leave first */
     while ((l = bq_list_pop(&cl->conns))) {
         bq_conn_t *c = BQ_CONTAINER_OF(l, bq_conn_t, all);
         if (!c->closing && hand_over_one(c, take, arg))
             n++;
+        else if (!c->closing)
+            (*closed)++;
         close_conn(c);
     }
     return n;

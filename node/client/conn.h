@@ -102,8 +102,9 @@ typedef int (*bq_conn_take_fn)(void *arg, const bq_conn_handover_t *h);
 /* Flushes released output, then hands every connection that can move to
  * take (nothing unsent or held back for the binlog, no put body or discard
  * in progress, TCP) and closes every connection here (sessions end: their
- * reservations go back). Returns how many were handed over. */
-size_t bq_clients_hand_over(bq_clients_t *cl, bq_conn_take_fn take, void *arg);
+ * reservations go back). Returns how many were handed over; *closed:
+ * how many were not. */
+size_t bq_clients_hand_over(bq_clients_t *cl, bq_conn_take_fn take, void *arg, size_t *closed);
 
 /* Closes every connection (shutdown). */
 void bq_clients_close_all(bq_clients_t *cl);

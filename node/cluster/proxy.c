@@ -225,6 +225,8 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
     pconn_t *c = s->c;
     if (nread > 0) {
         forward(s, buf->base, (size_t)nread);
+        if (s == &c->target && c->stale_at && !c->closing)
+            bq__proxy_stale_reply(c);
     } else if (nread == UV_EOF && s == &c->target) {
         bq__proxy_target_lost(c, "proxy: the primary closed the connection", 0, true);
     } else if (nread < 0 && s == &c->target) {
@@ -432,7 +434,7 @@ void bq_proxy_set_target(bq_proxy_t *p, const char *host, const char *port)
         next = l->next;
         pconn_t *c = BQ_CONTAINER_OF(l, pconn_t, link);
         if (!c->held_at)
-            bq__proxy_target_lost(c, "proxy: the primary changed", 0, false);
+            bq__proxy_primary_changed(c);
         else if (p->host && !c->resetting)
             bq__proxy_start_held(c);
     }

@@ -2,14 +2,19 @@
  * port, so clients may connect to any node. Bytes are copied both ways
  * unchanged (but for the replies of the commands that restore a moved
  * session); when the client closes, the other side is closed. With no
- * primary known, a new connection is closed at once so the client retries.
+ * primary known, a new connection is held until one is (at most hold_ms).
  * When the primary changes or is lost, a client with nothing but reserves
  * waiting for a reply keeps its connection: it is held (at most hold_ms)
  * and moved to the next primary with its session (the tube it uses, the
- * tubes it watches) restored there; any other is closed, so a reply is
- * never silently lost. Reading from one side pauses while the other side's
- * write queue is above a bound, so a slow peer cannot make the proxy
- * buffer without limit. */
+ * tubes it watches) restored there. One with a change in flight stays on
+ * its old target until the reply comes back (the old primary answers, or
+ * hands it on to the new one as it steps down), then moves, at most
+ * hold_ms later; its old target closing first closes it, so a reply is
+ * never silently lost. A held client whose bound passes gets
+ * INTERNAL_ERROR for each command that got no reply, then is closed.
+ * Reading from one side pauses while the other side's write queue is
+ * above a bound, so a slow peer cannot make the proxy buffer without
+ * limit. */
 #ifndef BQ_NODE_PROXY_H
 #define BQ_NODE_PROXY_H
 
@@ -49,8 +54,8 @@ size_t bq_proxy_adopt_all(bq_proxy_t *p, bq_proxy_adopt_fn adopt, void *arg);
  * held like one whose primary went away: the next primary gets the
  * commands that restore its session (their replies dropped), then input.
  * 0, or -1 (logged; fd closed) when it cannot be set up. */
-int bq_proxy_take(bq_proxy_t *p, int fd, const char *use, const char *const *watch,
-                  size_t nwatch, const char *input, size_t len);
+int bq_proxy_take(bq_proxy_t *p, int fd, const char *use, const char *const *watch, size_t nwatch,
+                  const char *input, size_t len);
 
 /* The primary went away (or this node stepped down): until a target is set
  * again, for at most the hold bound, the proxy rides through the election

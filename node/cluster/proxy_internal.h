@@ -59,6 +59,8 @@ struct pconn {
     bool closing;
     bq_mirror_t *m;       /* the client's session as seen here */
     uint64_t held_at;     /* loop ms when its target went away; 0 when not held */
+    uint64_t stale_at;    /* loop ms since its target stopped being the primary while a
+                             change was in flight (it stays there until the reply); 0: not */
     size_t restores_kept; /* held: restore commands at the front of early */
     unsigned gen;         /* the proxy's target generation it last connected to */
 };
@@ -123,6 +125,15 @@ bool bq__proxy_target_reopened(uv_handle_t *h, pconn_t **cp);
 /* proxy_move.c: the target of c went away (what: why, err: a libuv error
  * or 0; eof: it closed): c is held, or closed. */
 void bq__proxy_target_lost(pconn_t *c, const char *what, int err, bool eof);
+
+/* proxy_move.c: the primary changed (or went away) under connected client
+ * c: moved (held) now when nothing durable is in flight, else left on its
+ * old target until the reply comes back (bq__proxy_stale_reply), for at
+ * most the hold bound. */
+void bq__proxy_primary_changed(pconn_t *c);
+
+/* proxy_move.c: target bytes reached stale client c: moved once it can. */
+void bq__proxy_stale_reply(pconn_t *c);
 
 /* proxy_move.c: a new client (nothing sent anywhere yet) waits for a target. */
 void bq__proxy_hold_new(pconn_t *c);

@@ -12,6 +12,7 @@
  * when it becomes the primary. */
 #include "node/cluster/proxy_internal.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -37,12 +38,40 @@ static void reset_target(pconn_t *c)
     uv_close((uv_handle_t *)&c->target.tcp, held_reset_cb);
 }
 
+/* Arms the hold timer (retries, bounds) if it is not running. */
+static void arm_timer(bq_proxy_t *p)
+{
+    if (!uv_is_active((uv_handle_t *)&p->timer))
+        uv_timer_start(&p->timer, bq__proxy_on_hold_timer, RETRY_MS, RETRY_MS);
+}
+
 /* Marks c held (its target handle is fresh) and arms the hold timer. */
 static void mark_held(pconn_t *c)
 {
     c->held_at = uv_now(c->p->loop) | 1;
-    if (!uv_is_active((uv_handle_t *)&c->p->timer))
-        uv_timer_start(&c->p->timer, bq__proxy_on_hold_timer, RETRY_MS, RETRY_MS);
+    c->stale_at = 0;
+    arm_timer(c->p);
+}
+
+void bq__proxy_primary_changed(pconn_t *c)
+{
+    /* A change in flight on a live connection: its reply will come (the
+     * old primary answers it, or hands the client on to the new one). */
+    if (c->connected && !c->client.eof && !c->p->dying && !bq_mirror_lost(c->m) &&
+        !bq_mirror_movable(c->m)) {
+        if (!c->stale_at)
+            c->stale_at = uv_now(c->p->loop) | 1;
+        arm_timer(c->p);
+        bq_logm(BQ_LOG_DEBUG, "proxy: client stays on the old primary until its reply");
+        return;
+    }
+    bq__proxy_target_lost(c, "proxy: the primary changed", 0, false);
+}
+
+void bq__proxy_stale_reply(pconn_t *c)
+{
+    if (bq_mirror_movable(c->m))
+        bq__proxy_target_lost(c, "proxy: the primary changed", 0, false);
 }
 
 /* A client that never reached a target (its bytes are all in early) waits
@@ -143,6 +172,14 @@ void bq__proxy_on_hold_timer(uv_timer_t *t)
     for (l = p->conns.next; l != &p->conns; l = next) {
         next = l->next;
         pconn_t *c = BQ_CONTAINER_OF(l, pconn_t, link);
+        if (c->stale_at && now - c->stale_at > p->hold_ms) {
+            bq_log_limited(&p->limit, BQ_LOG_WARN,
+                           "proxy: no reply from the old primary in time; client closed",
+                           "stale_ms=%llu", (unsigned long long)(now - c->stale_at));
+            bq__proxy_conn_close(c);
+            continue;
+        }
+        held += c->stale_at != 0;
         if (!c->held_at)
             continue;
         if (now - c->held_at > p->hold_ms) {
@@ -176,7 +213,7 @@ static bool adopt_one(pconn_t *c, bq_proxy_adopt_fn adopt, void *arg)
         free(bytes);
         return false;
     }
-    int dup_fd = dup(fd);
+    int dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0); /* not into a re-exec */
     if (dup_fd < 0) {
         free(bytes);
         return false;

@@ -8,13 +8,15 @@
  * Covered: put/reserve/delete and a 2.5 MB job through the proxy give
  * beanstalkd's exact replies, with a numeric target and with "localhost"
  * (looked up); with no target a new client is held until one is set (its
- * command answered then), or closed at the hold bound, as with a target
- * that cannot be reached or resolved; setting the same target keeps
+ * commands answered then, in order), or at the hold bound answered
+ * INTERNAL_ERROR for each command and closed; a target that cannot be
+ * reached or resolved closes it at the bound too; setting the same target keeps
  * connections;
  * another moves them to the new beanstalkd with their session restored
  * (the tube used, the watch list in beanstalkd's order, a reserve in flight
- * sent again; the restore's replies never reach the client) and closes the
- * one with a put half sent; the target dying holds the client until a new
+ * sent again; the restore's replies never reach the client), and the one
+ * with a put half sent stays on the old target until the put's reply, then
+ * moves; the target dying holds the client until a new
  * target is set (then moved), or closes it at the hold bound;
  * the client closing or resetting closes the target side (beanstalkd's
  * current-connections drops); a half-close passes through (TIMED_OUT, then
@@ -487,7 +489,10 @@ static void target_change_moves_sessions(void **state)
     bqt_sends(e, "put 0 0 60 10\r\nhalf"); /* a put half sent */
     assert_true(bqt_wait_until(reserve_waiting, &f->bs[0], BQT_DEADLINE_MS));
     set_target(f, "127.0.0.1", f->bs_port[1]);
-    expect_eof(e);
+    /* The put in flight stays on the old server until its reply, then the
+     * client moves too. */
+    it_cmd(e, "567890\r\n", "INSERTED 1\r\n");
+    assert_int_equal(server_pid(e), f->bs[1].pid);
     close(e);
     /* The others go on, on the other beanstalkd, with their sessions. */
     assert_int_equal(server_pid(a), f->bs[1].pid);
