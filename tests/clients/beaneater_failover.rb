@@ -8,29 +8,24 @@
 # time, through a switchover and then a kill -9 of the primary. Checked:
 # the tube it uses and the tubes it watches are the same on the new
 # primary, nothing it put is lost (every acknowledged job is deleted by it
-# or still there), and per role change at most one failed command and two
-# reconnects (the proxy keeps the connection unless a change, a put or a
-# delete, was in flight: its outcome is unknown and the connection closes,
-# as a broken one always did; Beaneater reconnects by itself, and a
-# reconnect during a switchover's pause may meet it again). Writes refused
-# while a switchover pauses them (DRAINING, OUT_OF_MEMORY) are counted
-# apart. Prints the figures: reconnects, failed and refused commands, the
-# longest gap between two completed cycles around each role change.
+# or still there), per role change at most one failed command and two
+# reconnects (the proxy keeps the connection; one whose put or delete was in
+# flight when its primary died is closed, its outcome unknown, as a broken
+# one always was; Beaneater reconnects by itself), and no write refused:
+# through a switchover writes wait (DRAINING or OUT_OF_MEMORY would be
+# counted and fail the test). Prints the figures: reconnects, failed and
+# refused commands, the longest gap between two completed cycles around
+# each role change.
 #
 #   BQ_CTL=build/beanstalkctl BQ_MKCERTS=deploy/mkcerts \
 #     ruby tests/clients/beaneater_failover.rb build/beanstalkd-ha
 
 require 'beaneater'
-require 'json'
-require 'net/http'
-require 'socket'
-require 'tmpdir'
+require_relative 'local_cluster'
 
 WATCHDOG_SECONDS = 240
 TUBE = 'rb-fo'
 CYCLES = 150 # completed cycles before each role change and after it
-
-$step = 'startup'
 
 # Counts Beaneater's own reconnects (it reconnects and retries on EOF).
 module CountConnects
@@ -46,87 +41,13 @@ module CountConnects
 end
 Beaneater::Connection.prepend(CountConnects)
 
-def fail!(what)
-  warn "FAIL [#{$step}]: #{what}"
-  exit 1
-end
-
-def monotonic
-  Process.clock_gettime(Process::CLOCK_MONOTONIC)
-end
-
-def wait_until(what, seconds)
-  deadline = monotonic + seconds
-  until (v = yield)
-    fail!("#{what} within #{seconds} s") if monotonic > deadline
-    sleep 0.05
-  end
-  v
-end
-
-def free_port
-  s = TCPServer.new('127.0.0.1', 0)
-  s.addr[1]
-ensure
-  s&.close
-end
-
 server, ctl, mkcerts = ARGV[0], ENV['BQ_CTL'], ENV['BQ_MKCERTS']
 fail!('usage: BQ_CTL=... BQ_MKCERTS=... beaneater_failover.rb SERVER') unless server && ctl && mkcerts
-work = Dir.mktmpdir('bq-client-fo')
-certs = "#{work}/certs"
-system(mkcerts, certs, 'n1', 'n2', 'n3', 'beanstalkctl', out: File::NULL, err: File::NULL) ||
-  fail!('deploy/mkcerts failed')
-nodes = (1..3).map { |i| { name: "n#{i}", client: free_port, repl: free_port, admin: free_port } }
-peers = nodes.flat_map { |n| ['--peer', "#{n[:name]}=127.0.0.1:#{n[:repl]}"] }
-pids = {}
+cluster = LocalCluster.new(server, ctl, mkcerts, 'bq-client-fo', WATCHDOG_SECONDS)
+nodes = cluster.nodes
 
-start = lambda do |n|
-  Dir.mkdir("#{work}/#{n[:name]}") unless Dir.exist?("#{work}/#{n[:name]}")
-  pids[n[:name]] = Process.spawn(
-    server, '-l', '127.0.0.1', '-p', n[:client].to_s, '-b', "#{work}/#{n[:name]}", '-f', '0',
-    '--node-id', n[:name], *peers, '--role=standby', '--failover=auto',
-    '--admin-listen', "127.0.0.1:#{n[:admin]}", '--status-interval', '0',
-    '--tls-cert', "#{certs}/#{n[:name]}.pem", '--tls-key', "#{certs}/#{n[:name]}.key",
-    '--tls-ca', "#{certs}/ca.pem", in: File::NULL, err: ["#{work}/#{n[:name]}.log", 'a'],
-    pgroup: true
-  )
-end
-
-cleanup = lambda do
-  pids.each_value { |pid| Process.kill('KILL', pid) rescue nil }
-  pids.each_value { |pid| Process.waitpid(pid) rescue nil }
-end
-at_exit do
-  cleanup.call
-  FileUtils.rm_rf(work) if $!.nil? || ($!.is_a?(SystemExit) && $!.success?)
-end
-Thread.new do
-  sleep WATCHDOG_SECONDS
-  warn "FAIL [#{$step}]: the whole run took more than #{WATCHDOG_SECONDS} s"
-  cleanup.call
-  exit! 1
-end
-
-def status(n)
-  JSON.parse(Net::HTTP.get(URI("http://127.0.0.1:#{n[:admin]}/status")))
-rescue StandardError
-  nil
-end
-
-# The primary with both standbys streaming (or nil).
-def settled(nodes)
-  nodes.each do |n|
-    st = status(n)
-    next unless st && st['role'] == 'primary'
-    streaming = st['standbys'].count { |s| s['state'] == 'streaming' }
-    return n if streaming == 2
-  end
-  nil
-end
-
-nodes.each { |n| start.call(n) }
-primary = wait_until('a primary with both standbys streaming', 30) { settled(nodes) }
+cluster.start_all
+primary = wait_until('a primary with both standbys streaming', 30) { cluster.settled }
 standby = nodes.find { |n| n != primary }
 third = nodes.find { |n| n != primary && n != standby }
 puts "primary #{primary[:name]}; the client connects to the standby #{standby[:name]}"
@@ -241,20 +162,16 @@ role_change = lambda do |what, &change|
 end
 
 role_change.call('switchover') do
-  ok = system(ctl, '--nodes', "#{primary[:name]}=127.0.0.1:#{primary[:admin]}",
-              '--tls-cert', "#{certs}/beanstalkctl.pem", '--tls-key', "#{certs}/beanstalkctl.key",
-              '--tls-ca', "#{certs}/ca.pem", 'switchover', '--to', third[:name],
-              out: File::NULL)
+  ok = cluster.ctl(primary, 'switchover', '--to', third[:name])
   fail!('beanstalkctl switchover failed') unless ok
-  wait_until('the switchover target leading', 30) { settled(nodes) == third && third }
+  wait_until('the switchover target leading', 30) { cluster.settled == third && third }
 end
 check_session(bean)
 
 role_change.call('kill -9 of the primary') do
-  Process.kill('KILL', pids[third[:name]])
-  Process.waitpid(pids.delete(third[:name]))
+  cluster.kill(third)
   wait_until('a new primary', 30) do
-    nodes.find { |n| n != third && (st = status(n)) && st['role'] == 'primary' }
+    nodes.find { |n| n != third && (st = cluster.status(n)) && st['role'] == 'primary' }
   end
 end
 check_session(bean)
@@ -275,7 +192,8 @@ results.each do |r|
   fail!("#{r[:what]}: #{r[:reconnects]} reconnects, want at most 2") if r[:reconnects] > 2
   fail!("#{r[:what]}: #{r[:failed]} failed commands, want at most 1") if r[:failed] > 1
 end
-refused.each { |f| puts "  refused while writes paused: #{f}" }
+refused.each { |f| puts "  refused: #{f}" }
+fail!("#{refused.size} writes refused (DRAINING or OUT_OF_MEMORY); writes wait through a switchover") unless refused.empty?
 puts "RESULT reconnects=#{reconnects} failed=#{failed.size} refused=#{refused.size} " +
      results.map { |r| "#{r[:what].split.first}_gap_ms=#{r[:gap_ms]}" }.join(' ')
 bean.close

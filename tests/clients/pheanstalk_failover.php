@@ -10,9 +10,9 @@
  * deleted by it or still there), per role change at most one failed
  * command and two reconnects (the proxy keeps the connection unless a
  * change was in flight; Pheanstalk reconnects by itself, and a reconnect
- * during the switchover's pause may meet it again). Writes refused while a
- * switchover pauses them (DRAINING, OUT_OF_MEMORY: this loop does not back
- * off) are counted apart. Prints the figures.
+ * during the switchover's pause may meet it again), and no write refused
+ * (DRAINING, OUT_OF_MEMORY): through a switchover writes wait. Prints the
+ * figures.
  *
  *   BQ_CTL=build/beanstalkctl BQ_MKCERTS=deploy/mkcerts \
  *     php tests/clients/pheanstalk_failover.php build/beanstalkd-ha
@@ -302,6 +302,10 @@ if ($lost) {
 echo '  ok  ' . count($acked) . ' puts acknowledged, ' . count($deleted) . " deleted, none lost\n";
 foreach ($failed as $f) {
     echo "  failed command: $f\n";
+}
+if (count($refused) > 0) {
+    fail(count($refused) . ' writes refused (DRAINING or OUT_OF_MEMORY); writes wait through a switchover: '
+        . $refused[0]);
 }
 foreach ($results as $r) {
     if ($r['reconnects'] > 2) {
