@@ -1,7 +1,7 @@
 /* The receiver: one link at a time to one peer. States: idle (waiting to
  * retry), connecting (TCP + TLS), hello sent (waiting for Welcome or
  * Refuse), following (frames flow). A break at any point goes back to idle
- * and the next peer is tried after a backoff that grows from 100 ms to 2 s
+ * and the next peer is tried after a backoff that grows from 10 ms to 2 s
  * (at most a heartbeat period, idle_ms / 4) while attempts fail, and is
  * reset once a stream is followed. */
 #include "replication/receiver.h"
@@ -16,7 +16,7 @@
 #include "replication/report.h"
 #include "replication/wire.h"
 
-#define BACKOFF_MIN_MS 100
+#define BACKOFF_MIN_MS 10 /* a new primary takes office milliseconds after the old one goes */
 #define BACKOFF_MAX_MS 2000
 
 typedef enum state { IDLE, CONNECTING, HELLO, FOLLOWING } state_t;

@@ -860,10 +860,18 @@ bool bq__binlog_may_unlink_oldest(bq_binlog_t *b)
     return false;
 }
 
+void bq_binlog_keep_from(bq_binlog_t *b, uint64_t lsn)
+{
+    b->keep_from = lsn;
+}
+
 /* Removes or migrates old segments; true when more work is left. */
 static bool compact(bq_binlog_t *b, bq_now_t now)
 {
     for (;;) {
+        /* The oldest segment ends just before the next one's first frame. */
+        if (b->keep_from && b->nsegs >= 2 && b->segs[1].first_lsn > b->keep_from)
+            return false;
         uint64_t live = bq_engine_live_log_bytes(b->engine);
         uint64_t jobs = b->segs[0].jobs;
         switch (bq_binlog_compact_decide(b->nsegs, b->total, live, b->cfg.seg_size, jobs)) {

@@ -130,6 +130,11 @@ const bq_histogram_t *bq_binlog_fsync_histogram(const bq_binlog_t *b);
 size_t bq_binlog_nsegs(const bq_binlog_t *b);
 void bq_binlog_seg(const bq_binlog_t *b, size_t i, bq_binlog_seg_info_t *out);
 
+/* Compaction keeps every segment that holds a frame at or after lsn (0: no
+ * floor, compaction as usual): a new primary holds its earlier segments
+ * for standbys that have not rejoined yet (node/cluster/retain.c). */
+void bq_binlog_keep_from(bq_binlog_t *b, uint64_t lsn);
+
 /* Standby: the primary's stream enters its segment that starts at
  * primary_first in epoch. Unless the current segment already follows that
  * one, syncs and closes the current segment, opens a new one at the next

@@ -24,6 +24,7 @@ typedef struct seg {
 
 struct bq_binlog {
     uv_loop_t *loop;
+    uint64_t keep_from; /* compaction keeps segments with frames from here (0: none) */
     bq_engine_t *engine;
     bq_binlog_config_t cfg;
     bq_binlog_sync_t primary_sync; /* the -f mode as given (a follower syncs always) */

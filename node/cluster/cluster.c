@@ -140,6 +140,8 @@ int bq_cluster_start(bq_cluster_t **out, const bq_cluster_host_t *host, const bq
     c->handover.to = -1;
     uv_timer_init(c->host.loop, &c->status);
     c->status.data = c;
+    uv_timer_init(c->host.loop, &c->retain.timer);
+    c->retain.timer.data = c;
     if (bq__cluster_start_failover(c, plan, &c->rc) != 0 || start_feeder(c, &c->rc) != 0 ||
         start_receiver(c, &c->rc) != 0)
         return -1;
@@ -284,6 +286,8 @@ void bq_cluster_close(bq_cluster_t *c)
         uv_close((uv_handle_t *)&c->role_timer, NULL);
     if (c->handover.poll.data)
         uv_close((uv_handle_t *)&c->handover.poll, NULL);
+    if (c->retain.timer.data)
+        uv_close((uv_handle_t *)&c->retain.timer, NULL);
     bq_failover_close(c->failover);
     bq_feeder_close(c->feeder);
     bq_receiver_close(c->receiver);

@@ -67,6 +67,7 @@ int bq__cluster_start_failover(bq_cluster_t *c, const bq_failover_plan_t *plan,
         bq_binlog_seg_info_t cur;
         bq_binlog_seg(b, bq_binlog_nsegs(b) - 1, &cur);
         bq_failover_epoch_started(c->failover, bq_binlog_epoch(b), cur.first_lsn, c->f->node_id);
+        bq__cluster_retain_start(c, cur.first_lsn);
     }
     return 0;
 }

@@ -53,6 +53,11 @@ struct bq_cluster {
         uint64_t cut_records, cut_bytes;
     } rejoin;
     uv_timer_t status;
+    struct {
+        uv_timer_t timer; /* checks whether every standby rejoined */
+        uint64_t from;    /* the first LSN of this primary's epoch */
+        uint64_t since;   /* loop ms when it took office */
+    } retain;
     char extra[4096];
 };
 
@@ -70,6 +75,12 @@ void bq__cluster_restart(bq_cluster_t *c, const char *why);
  * sets role_why and runs from the loop a moment later. */
 void bq__cluster_lead(bq_cluster_t *c);
 void bq__cluster_step_down(bq_cluster_t *c);
+
+/* A primary that took office keeps its earlier segments until every
+ * standby rejoined it past epoch_first_lsn, or for a bound; stop: at once
+ * (stepping down, closing) (retain.c). */
+void bq__cluster_retain_start(bq_cluster_t *c, uint64_t epoch_first_lsn);
+void bq__cluster_retain_stop(bq_cluster_t *c);
 
 /* Fills c->log with the binlog seen as replication's log (log_sink.c). */
 void bq__cluster_log_init(bq_cluster_t *c);

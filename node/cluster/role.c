@@ -49,6 +49,7 @@ static void lead_now(uv_timer_t *t)
     bq_binlog_seg(b, bq_binlog_nsegs(b) - 1, &cur);
     bq_failover_epoch_started(c->failover, e->epoch, cur.first_lsn, c->f->node_id);
     c->standby = false;
+    bq__cluster_retain_start(c, cur.first_lsn);
     c->role_why = NULL;
     c->primary_name[0] = '\0';
     bq_feeder_set_primary(c->feeder, true);
@@ -83,6 +84,7 @@ static void follow_now(uv_timer_t *t)
     }
     c->standby = true;
     c->role_why = NULL;
+    bq__cluster_retain_stop(c);
     bq_feeder_set_primary(c->feeder, false);
     bq_receiver_start(c->receiver);
     elapsed_log("role change in place", "standby", start, bq_binlog_epoch(c->host.binlog),

@@ -6,7 +6,8 @@
 # --failover=auto, TLS and -f 0, each logging to WORK/NAME.log; helpers to
 # wait with a deadline, read a node's /status, find the settled primary,
 # kill -9 and start nodes, and run beanstalkctl. Every node is killed at
-# exit; the work directory is removed when the test passed.
+# exit; the work directory is removed when the test passed. BQ_NODE_FLAGS
+# adds flags to every node (e.g. -V to debug).
 
 require 'fileutils'
 require 'json'
@@ -87,7 +88,8 @@ class LocalCluster
       '--node-id', n[:name], *peers, *role, '--failover=auto',
       '--admin-listen', "127.0.0.1:#{n[:admin]}", '--status-interval', '0',
       '--tls-cert', "#{@certs}/#{n[:name]}.pem", '--tls-key', "#{@certs}/#{n[:name]}.key",
-      '--tls-ca', "#{@certs}/ca.pem", in: File::NULL, err: ["#{@work}/#{n[:name]}.log", 'a'],
+      '--tls-ca', "#{@certs}/ca.pem", *ENV.fetch('BQ_NODE_FLAGS', '').split,
+      in: File::NULL, err: ["#{@work}/#{n[:name]}.log", 'a'],
       pgroup: true
     )
   end

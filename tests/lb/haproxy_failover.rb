@@ -250,10 +250,12 @@ results.each do |r|
 end
 %w[kill switchover].each do |w|
   rs = results.select { |r| r[:what] == w }
-  puts format('RESULT %s rounds=%d failover_ms_max=%d stall_ms_median=%d stall_ms_max=%d reconnects_max=%d',
+  over = rs.map { |r| r[:stall] - r[:failover] }.sort
+  puts format('RESULT %s rounds=%d failover_ms_max=%d stall_ms_median=%d stall_ms_max=%d ' \
+              'stall_over_failover_ms_median=%d stall_over_failover_ms_max=%d reconnects_max=%d',
               w, rs.size, rs.map { |r| r[:failover] }.max * 1000,
               rs.map { |r| r[:stall] }.sort[rs.size / 2] * 1000, rs.map { |r| r[:stall] }.max * 1000,
-              rs.map { |r| r[:reconnects] }.max)
+              over[rs.size / 2] * 1000, over.last * 1000, rs.map { |r| r[:reconnects] }.max)
 end
 puts "RESULT haproxy nosrv=#{nosrv} refused=#{refused} unknown=#{unknown} resyncs=#{resyncs}"
 exit 0

@@ -462,6 +462,52 @@ static void cut_moves_the_forked_tail_aside(void **state)
     h_done(w);
 }
 
+/* A stream whose jobs are all deleted: puts and deletes of 40 jobs. */
+static harness_t *all_deleted(void)
+{
+    harness_t *h = h_new_logged(0);
+    int c = h_open(h);
+    uint64_t ids[40];
+    for (size_t i = 0; i < 40; i++)
+        ids[i] = h_put(h, c, 1, 0, 60, "a body long enough to fill a few segments of 4 KiB");
+    for (size_t i = 0; i < 40; i++) {
+        char cmd[64];
+        snprintf(cmd, sizeof cmd, "delete %llu\r\n", (unsigned long long)ids[i]);
+        h_cmd(h, c, cmd, "DELETED\r\n");
+    }
+    h_close(h, c);
+    return h;
+}
+
+/* A new primary whose jobs are all gone would compact every earlier
+ * segment at once; with a floor (bq_binlog_keep_from, what retain.c sets
+ * until the standbys rejoin) it keeps them, and compacts them once the
+ * floor is lifted. */
+static void keep_from_holds_compaction(void **state)
+{
+    fixture_t *fx = *state;
+    harness_t *w = all_deleted();
+    fx->h->now = w->now;
+    size_t third = w->log->n / 3;
+    follow(fx, w, 0, third, 1, 1);
+    follow(fx, w, third, 2 * third, third + 1, 1);
+    follow(fx, w, 2 * third, w->log->n, 2 * third + 1, 1);
+    size_t before = bq_binlog_nsegs(fx->b);
+    assert_true(before >= 3);
+    bq_binlog_seg_info_t oldest;
+    bq_binlog_seg(fx->b, 0, &oldest);
+    bq_binlog_keep_from(fx->b, oldest.first_lsn);
+    assert_int_equal(bq_binlog_become_primary(fx->b, 2, fx->h->now), 0);
+    for (int i = 0; i < 20; i++)
+        settle(fx);
+    assert_int_equal(bq_binlog_nsegs(fx->b), before + 1); /* every one kept, and the new one */
+    bq_binlog_keep_from(fx->b, 0);
+    for (int i = 0; i < 20 && bq_binlog_nsegs(fx->b) > 1; i++)
+        settle(fx);
+    assert_int_equal(bq_binlog_nsegs(fx->b), 1); /* no live job: only the new epoch's */
+    h_done(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -469,6 +515,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(primary_then_follower_again, setup, teardown),
         cmocka_unit_test_setup_teardown(promotion_to_a_reached_epoch_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(cut_moves_the_forked_tail_aside, setup, teardown),
+        cmocka_unit_test_setup_teardown(keep_from_holds_compaction, setup, teardown),
     };
     return cmocka_run_group_tests_name("node_role", tests, NULL, NULL);
 }
