@@ -124,8 +124,8 @@ struct bq_engine {
     uint32_t max_job_size;
     bool draining;
     bool writes_paused; /* sessions hold writing commands (bq_engine_set_writes_paused) */
-    bool log_refused; /* the last log_room answer was BQ_ROOM_REFUSED */
-    bool logging;     /* the log hooks are set */
+    bool log_refused;   /* the last log_room answer was BQ_ROOM_REFUSED */
+    bool logging;       /* the log hooks are set */
     uint64_t next_id;
     uint64_t id_limit; /* logging: ids below this are covered by a logged reservation */
     uint64_t id_used;  /* ids below this may have been shown: past every id logged or

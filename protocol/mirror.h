@@ -38,8 +38,7 @@ bq_mirror_t *bq_mirror_new(void);
  * watch[0..nwatch) in that order (a session served locally until now,
  * handed to the proxy): 0, or -1 (m unchanged) when out of memory or out
  * of bounds. */
-int bq_mirror_set_session(bq_mirror_t *m, const char *use, const char *const *watch,
-                          size_t nwatch);
+int bq_mirror_set_session(bq_mirror_t *m, const char *use, const char *const *watch, size_t nwatch);
 
 /* Commands the client sent whose reply has not come (restores not
  * counted). */

@@ -163,21 +163,6 @@ bool bq_cluster_standby(const bq_cluster_t *c)
     return c->standby;
 }
 
-const char *bq_cluster_refusal(const bq_cluster_t *c)
-{
-    if (!c || c->standby || !c->feeder)
-        return NULL;
-    if (c->role_why)
-        return "stepping down";
-    if (c->handover.to >= 0)
-        return "switchover in progress";
-    if (!bq_failover_may_ack(c->failover))
-        return "fenced: no majority of voters in contact";
-    if (bq_feeder_sync_state(c->feeder) == BQ_SYNC_REFUSING)
-        return "too few standbys in sync";
-    return NULL;
-}
-
 const char *bq_cluster_pause(const bq_cluster_t *c)
 {
     if (!c || c->standby || !c->feeder)
@@ -186,6 +171,18 @@ const char *bq_cluster_pause(const bq_cluster_t *c)
         return "stepping down";
     if (c->handover.to >= 0)
         return "switchover in progress";
+    return NULL;
+}
+
+const char *bq_cluster_refusal(const bq_cluster_t *c)
+{
+    const char *pause = bq_cluster_pause(c);
+    if (pause || !c || c->standby || !c->feeder)
+        return pause;
+    if (!bq_failover_may_ack(c->failover))
+        return "fenced: no majority of voters in contact";
+    if (bq_feeder_sync_state(c->feeder) == BQ_SYNC_REFUSING)
+        return "too few standbys in sync";
     return NULL;
 }
 

@@ -127,11 +127,6 @@ def cycles(lock, times)
   lock.synchronize { times.size }
 end
 
-def wait_cycles(lock, times, more, what)
-  target = cycles(lock, times) + more
-  wait_until("#{more} more cycles #{what}", 60) { cycles(lock, times) >= target }
-end
-
 # The longest gap between completed cycles from index from on.
 def longest_gap(lock, times, from)
   lock.synchronize do
@@ -143,13 +138,13 @@ end
 results = []
 role_change = lambda do |what, &change|
   $step = what
-  wait_cycles(lock, cycle_times, CYCLES, "before #{what}")
+  wait_grown(lock, CYCLES, "cycles before #{what}") { cycle_times.size }
   from = cycles(lock, cycle_times)
   connects = CountConnects.count
   failed_before = lock.synchronize { failed.size }
   t0 = monotonic
   new_primary = change.call
-  wait_cycles(lock, cycle_times, CYCLES, "after #{what}")
+  wait_grown(lock, CYCLES, "cycles after #{what}") { cycle_times.size }
   results << {
     what: what, new_primary: new_primary[:name], reconnects: CountConnects.count - connects,
     failed: lock.synchronize { failed.size } - failed_before,

@@ -35,6 +35,12 @@ def wait_until(what, seconds)
   v
 end
 
+# Waits until the count the block gives (read under lock) has grown by more.
+def wait_grown(lock, more, what, &count)
+  target = lock.synchronize(&count) + more
+  wait_until("#{more} more #{what}", 60) { lock.synchronize(&count) >= target }
+end
+
 def free_port
   s = TCPServer.new('127.0.0.1', 0)
   s.addr[1]

@@ -1196,6 +1196,16 @@ static void proxied_clients_survive_role_changes(void **state)
 
 /* ---- 4d. clients of the primary through a switchover ---- */
 
+/* Starts the three nodes with admin ports; returns the primary once both
+ * standbys stream from it (its view in *v). */
+static size_t start_settled(suite_t *s, bqc_view_t *v)
+{
+    for (size_t i = 0; i < NODES; i++)
+        s->c->node[i].admin_port = bqt_free_port();
+    start_all(s);
+    return bqw_wait_settled(s->w, 0, v);
+}
+
 /* The producer of writes_wait_through_a_switchover, in a child process:
  * puts one at a time on fd (tube sw) until stop_fd reaches EOF, writing
  * each acknowledged id to out_fd, then a summary line:
@@ -1265,10 +1275,7 @@ static void writes_wait_through_a_switchover(void **state)
 {
     suite_t *s = *state;
     bqc_view_t v0, v1;
-    for (size_t i = 0; i < NODES; i++)
-        s->c->node[i].admin_port = bqt_free_port();
-    start_all(s);
-    size_t p = bqw_wait_settled(s->w, 0, &v0);
+    size_t p = start_settled(s, &v0);
     size_t t = (p + 1) % NODES;
     bqw_wait_streaming(s->w, t, true);
     int c1 = session_client(s, p, "old"), w1 = session_client(s, p, "old-work");
@@ -1364,10 +1371,7 @@ static void standbys_ride_through_an_election(void **state)
 {
     suite_t *s = *state;
     bqc_view_t v;
-    for (size_t i = 0; i < NODES; i++)
-        s->c->node[i].admin_port = bqt_free_port();
-    start_all(s);
-    size_t p = bqw_wait_settled(s->w, 0, &v);
+    size_t p = start_settled(s, &v);
     size_t b = (p + 1) % NODES, c = (p + 2) % NODES;
     int fd = session_client(s, b, "ride");
     bqw_node_kill(s->w, p);
@@ -1422,10 +1426,7 @@ static void no_resync_across_primary_changes(void **state)
 {
     suite_t *s = *state;
     bqc_view_t v;
-    for (size_t i = 0; i < NODES; i++)
-        s->c->node[i].admin_port = bqt_free_port();
-    start_all(s);
-    size_t p = bqw_wait_settled(s->w, 0, &v);
+    size_t p = start_settled(s, &v);
     bqw_start(s->w);
     for (int k = 0; k < CHANGES; k++) {
         bqw_wait_acks(s->w, AFTER_ACKS);

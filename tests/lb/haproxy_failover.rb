@@ -20,6 +20,8 @@
 #   BQ_CTL=build/beanstalkctl BQ_MKCERTS=deploy/mkcerts \
 #     BQ_HAPROXY_CFG=deploy/haproxy/haproxy.cfg ruby tests/lb/haproxy_failover.rb build/beanstalkd-ha
 # Environment: BQ_LB_ROUNDS (default 1) repeats the two faults;
+# BQ_LB_QUEUE=N puts N jobs of 100 bytes in the default tube first (with
+# BQ_BENCH, the path of bq-bench) and checks they are all there at the end;
 # BQ_LB_WITNESS=1 runs two data nodes and a witness (n3) behind
 # deploy/haproxy/haproxy-witness.cfg (give it as BQ_HAPROXY_CFG).
 
@@ -28,7 +30,7 @@ require_relative '../clients/local_cluster'
 
 $stdout.sync = true
 
-WATCHDOG_SECONDS = 280
+WATCHDOG_SECONDS = Integer(ENV.fetch('BQ_LB_WATCHDOG', '280'))
 TUBE = 'lb'
 ACKS_BETWEEN = 300          # puts acknowledged before and after each fault
 STALL_SLACK_KILL = 1.5      # CI bound over the failover time (target 0.3 s: benchmarks)
@@ -72,6 +74,19 @@ end
 lb_log = "#{cluster.work}/haproxy.log"
 cluster.start_all
 primary = wait_until('a primary with both standbys streaming', 30) { cluster.settled }
+queue = Integer(ENV.fetch('BQ_LB_QUEUE', '0'))
+if queue.positive?
+  $step = "a queue of #{queue} jobs"
+  t0 = monotonic
+  system(ENV.fetch('BQ_BENCH'), '-p', primary[:client].to_s, '-w', 'fill', '-n', queue.to_s, '-s', '100',
+         '-c', '8', '-P', '64', out: File::NULL) || fail!('bq-bench fill failed')
+  wait_until('the standbys caught up with the queue', 600) do
+    st = cluster.status(primary)
+    st && st['standbys'].all? { |sb| sb['state'] == 'witness' || sb['lag_records'].zero? }
+  end
+  puts format('queue: %d jobs held in the default tube (%.1f s to put and replicate)', queue, monotonic - t0)
+  $step = 'startup'
+end
 cluster.own(Process.spawn(env, haproxy, '-db', '-f', cfg, in: File::NULL,
                           out: [lb_log, 'a'], err: [lb_log, 'a'], pgroup: true))
 wait_until('HAProxy listening', 10) do
@@ -164,15 +179,6 @@ worker = Thread.new do
   bean.close rescue nil
 end
 
-def acks(lock, acked)
-  lock.synchronize { acked.size }
-end
-
-def wait_acks(lock, acked, more, what)
-  target = acks(lock, acked) + more
-  wait_until("#{more} more acknowledged puts #{what}", 60) { acks(lock, acked) >= target }
-end
-
 # The longest stall of a put started at or after t.
 def longest_stall(lock, stalls, t)
   lock.synchronize { stalls.select { |s, _| s >= t - 0.5 }.map { |_, d| d }.max.to_f }
@@ -183,7 +189,7 @@ rounds = Integer(ENV.fetch('BQ_LB_ROUNDS', '1'))
 rounds.times do |round|
   $step = "round #{round + 1}: kill -9"
   wait_until('a settled primary', 30) { primary = cluster.settled }
-  wait_acks(lock, acked, ACKS_BETWEEN, 'before the kill')
+  wait_grown(lock, ACKS_BETWEEN, 'acknowledged puts before the kill') { acked.size }
   connects = CountConnects.count
   t0 = monotonic
   cluster.kill(primary)
@@ -192,7 +198,7 @@ rounds.times do |round|
     survivors.find { |n| (st = cluster.status(n)) && st['role'] == 'primary' }
   end
   failover = monotonic - t0
-  wait_acks(lock, acked, ACKS_BETWEEN, 'after the kill')
+  wait_grown(lock, ACKS_BETWEEN, 'acknowledged puts after the kill') { acked.size }
   stall = longest_stall(lock, stalls, t0)
   results << { what: 'kill', failover: failover, stall: stall,
                reconnects: CountConnects.count - connects }
@@ -204,12 +210,12 @@ rounds.times do |round|
     p == newp && p
   end
   target = cluster.data_nodes.find { |n| n != primary }
-  wait_acks(lock, acked, ACKS_BETWEEN, 'before the switchover')
+  wait_grown(lock, ACKS_BETWEEN, 'acknowledged puts before the switchover') { acked.size }
   connects = CountConnects.count
   t0 = monotonic
   cluster.ctl(primary, 'switchover', '--to', target[:name]) || fail!('beanstalkctl switchover failed')
   took = monotonic - t0
-  wait_acks(lock, acked, ACKS_BETWEEN, 'after the switchover')
+  wait_grown(lock, ACKS_BETWEEN, 'acknowledged puts after the switchover') { acked.size }
   results << { what: 'switchover', failover: took, stall: longest_stall(lock, stalls, t0),
                reconnects: CountConnects.count - connects }
   results.last(2).each do |r|
@@ -228,7 +234,9 @@ lost = acked.keys.reject { |id| deleted[id] }.reject do |id|
 rescue StandardError
   false
 end
+held = check.tubes['default'].stats.current_jobs_ready
 check.close
+fail!("the queue held #{held} jobs at the end, want #{queue}") if held != queue
 # A job the worker sent a delete for, whose reply never came, may be gone.
 unknown_deletes = lost.select { |id| deleting[id] }
 lost -= unknown_deletes
