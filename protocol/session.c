@@ -21,7 +21,8 @@ typedef enum {
     S_DISCARD, /* dropping discard_left bytes, then replying discard_reply */
     S_ENDLINE, /* dropping an overlong line up to its CRLF */
     S_QUIT,    /* quit received: consume nothing more */
-    S_HELD,    /* a writing command waits in line[0..held_len) while writes pause */
+    S_HELD,    /* while writes pause: a writing command waits in line[0..held_len),
+                  or (job set) a put whose body is complete */
 } state_t;
 
 struct bq_session {
@@ -194,7 +195,9 @@ static size_t feed_body(bq_session_t *s, const char *data, size_t len, bq_now_t 
     size_t n = len < want ? len : want;
     memcpy(bq_job_body(s->job) + s->body_have, data, n);
     s->body_have += n;
-    if (s->body_have == bq_job_body_size(s->job)) {
+    if (s->body_have == bq_job_body_size(s->job) && s->e->writes_paused) {
+        s->state = S_HELD; /* the put waits whole, its job kept */
+    } else if (s->body_have == bq_job_body_size(s->job)) {
         bq_job_t *job = s->job;
         s->job = NULL;
         s->state = S_COMMAND;
@@ -249,40 +252,66 @@ void bq_session_resume(bq_session_t *s, bq_now_t now)
     if (s->state != S_HELD || s->e->writes_paused)
         return;
     s->state = S_COMMAND;
+    if (s->job) {
+        bq_job_t *job = s->job;
+        s->job = NULL;
+        bq_engine_put_finish(s->e, s->c, job, now);
+        return;
+    }
     run_line(s, s->line, s->held_len, now);
 }
 
-/* Appends text[0..n) to buf (cap bytes) at *len; false when it does not fit. */
-static bool append(char *buf, size_t cap, size_t *len, const char *text, size_t n)
+/* Appends text[0..n) to the growing buffer *buf; false when out of memory. */
+static bool append(char **buf, size_t *len, size_t *cap, const char *text, size_t n)
 {
-    if (cap - *len < n)
-        return false;
-    memcpy(buf + *len, text, n);
+    if (n == 0)
+        return true;
+    if (*cap - *len < n) {
+        size_t c = *cap ? *cap : 256;
+        while (c - *len < n)
+            c *= 2;
+        char *p = realloc(*buf, c);
+        if (!p)
+            return false;
+        *buf = p;
+        *cap = c;
+    }
+    memcpy(*buf + *len, text, n);
     *len += n;
     return true;
 }
 
-long bq_session_replay(const bq_session_t *s, bq_now_t now, char *buf, size_t cap)
+int bq_session_replay(const bq_session_t *s, bq_now_t now, char **out, size_t *outlen)
 {
-    size_t len = 0;
-    if (s->state != S_COMMAND && s->state != S_HELD)
-        return -1;
-    if (bq_engine_client_waiting(s->c)) {
-        char line[64];
+    char *buf = NULL, line[96];
+    size_t len = 0, cap = 0;
+    bool ok = s->state == S_COMMAND || s->state == S_HELD;
+    if (ok && bq_engine_client_waiting(s->c)) {
         int64_t due = bq_engine_client_wait_deadline(s->c);
         int64_t left = due == BQ_NEVER   ? -1
                        : due <= now.mono ? 0
-                                         : (due - now.mono + 999999999) / 1000000000;
+                                         : (due - now.mono + BQ_NS_PER_S - 1) / BQ_NS_PER_S;
         int k = left < 0
                     ? snprintf(line, sizeof line, "reserve\r\n")
                     : snprintf(line, sizeof line, "reserve-with-timeout %lld\r\n", (long long)left);
-        if (!append(buf, cap, &len, line, (size_t)k))
-            return -1;
+        ok = append(&buf, &len, &cap, line, (size_t)k);
     }
-    if (s->state == S_HELD &&
-        !(append(buf, cap, &len, s->line, s->held_len) && append(buf, cap, &len, "\r\n", 2)))
+    if (ok && s->state == S_HELD && s->job) { /* the put again, its body whole */
+        const bq_job_t *j = s->job;
+        int k = snprintf(line, sizeof line, "put %u %u %u %u\r\n", j->pri, j->delay, j->ttr,
+                         j->body_size - 2);
+        ok = append(&buf, &len, &cap, line, (size_t)k) &&
+             append(&buf, &len, &cap, j->body, j->body_size);
+    } else if (ok && s->state == S_HELD) {
+        ok = append(&buf, &len, &cap, s->line, s->held_len) && append(&buf, &len, &cap, "\r\n", 2);
+    } else if (ok) {
+        ok = append(&buf, &len, &cap, s->line, s->line_len);
+    }
+    if (!ok) {
+        free(buf);
         return -1;
-    if (s->state == S_COMMAND && !append(buf, cap, &len, s->line, s->line_len))
-        return -1;
-    return (long)len;
+    }
+    *out = buf;
+    *outlen = len;
+    return 0;
 }

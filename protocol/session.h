@@ -30,8 +30,9 @@ void bq_session_free(bq_session_t *s, bq_now_t now);
 size_t bq_session_feed(bq_session_t *s, const char *data, size_t len, bq_now_t now);
 
 /* True while a reserve waits (feeding consumes nothing until the engine's
- * wake hook fires for this connection) or a writing command is held while
- * writes pause (until bq_session_resume runs it). */
+ * wake hook fires for this connection) or a writing command (or a put
+ * whose body completed) is held while writes pause (until
+ * bq_session_resume runs it). */
 bool bq_session_blocked(const bq_session_t *s);
 
 /* The session's engine client (borrowed). */
@@ -44,11 +45,11 @@ void bq_session_resume(bq_session_t *s, bq_now_t now);
 /* The bytes that carry this session's unanswered input to another server
  * (the commands that restore its tubes are the caller's): a reserve it
  * waits in (with the seconds left of its timeout), the command held while
- * writes pause, or the partial command line. Writes them to buf (cap
- * bytes; 2 * BQ_LINE_MAX + 64 always suffice) and returns their length,
- * or -1 when the session is inside a put body or a discard and cannot
- * move. */
-long bq_session_replay(const bq_session_t *s, bq_now_t now, char *buf, size_t cap);
+ * writes pause (a held put whole, with its body), or the partial command
+ * line. 0 with *out (malloc'd, *len bytes; NULL when there are none), or
+ * -1 when out of memory or when the session is inside a put body or a
+ * discard and cannot move. */
+int bq_session_replay(const bq_session_t *s, bq_now_t now, char **out, size_t *len);
 
 /* True once quit was received: stop reading, flush the output, close. */
 bool bq_session_quit(const bq_session_t *s);

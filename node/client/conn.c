@@ -478,7 +478,6 @@ void bq_clients_wake_all(bq_clients_t *cl)
  * discard in progress, a TCP socket): true when handed. */
 static bool hand_over_one(bq_conn_t *c, bq_conn_take_fn take, void *arg)
 {
-    char replay[2 * BQ_LINE_MAX + 64];
     bq_client_t *ec = bq_session_client(c->session);
     if (c->cl->is_unix || c->failed || c->eof || c->quit || c->finishing || c->writing ||
         c->out.bytes > 0 || c->swallow > 0) {
@@ -486,11 +485,20 @@ static bool hand_over_one(bq_conn_t *c, bq_conn_take_fn take, void *arg)
                c->out.bytes, c->writing, c->eof);
         return false;
     }
-    long n = bq_session_replay(c->session, c->cl->now(c->cl->arg), replay, sizeof replay);
-    size_t nwatch = bq_engine_client_nwatch(ec);
-    const char **watch = n >= 0 ? malloc(nwatch * sizeof *watch) : NULL;
-    char *input = watch ? malloc((size_t)n + c->in_len + 1) : NULL;
-    int fd = input ? fcntl(c->fd, F_DUPFD_CLOEXEC, 0) : -1; /* not into a re-exec */
+    char *input = NULL;
+    size_t n = 0, nwatch = bq_engine_client_nwatch(ec);
+    int r = bq_session_replay(c->session, c->cl->now(c->cl->arg), &input, &n);
+    /* What it sent after: kept input, then the replay's bytes before it. */
+    if (r == 0 && c->in_len > 0) {
+        char *all = realloc(input, n + c->in_len);
+        if (all)
+            memcpy(all + n, c->in, c->in_len);
+        r = all ? 0 : -1;
+        input = all ? all : input;
+        n += c->in_len;
+    }
+    const char **watch = r == 0 ? malloc(nwatch * sizeof *watch) : NULL;
+    int fd = watch ? fcntl(c->fd, F_DUPFD_CLOEXEC, 0) : -1; /* not into a re-exec */
     if (fd < 0) {
         free(watch);
         free(input);
@@ -498,16 +506,13 @@ static bool hand_over_one(bq_conn_t *c, bq_conn_take_fn take, void *arg)
     }
     for (size_t i = 0; i < nwatch; i++)
         watch[i] = bq_engine_client_watch(ec, i);
-    memcpy(input, replay, (size_t)n);
-    if (c->in_len > 0)
-        memcpy(input + n, c->in, c->in_len);
     bq_conn_handover_t h = {.fd = fd,
                             .use = bq_engine_client_use(ec),
                             .watch = watch,
                             .nwatch = nwatch,
                             .input = input,
-                            .len = (size_t)n + c->in_len};
-    int r = take(arg, &h);
+                            .len = n};
+    r = take(arg, &h);
     free(watch);
     free(input);
     return r == 0;

@@ -15,7 +15,10 @@
  *   5        the clock advances the same way without a tick
  *   6        the peer half-closes (bq_session_eof)
  *   7        bit 5 clear: the connection closes (bq_session_free);
- *            bit 5 set: drain mode toggles
+ *            bit 5 set, bit 6 clear: drain mode toggles;
+ *            bits 5 and 6 set: writes pause or resume (a session holds a
+ *            writing command; on resume each held one runs it, then its
+ *            kept input)
  * At the end every connection closes, an auditor connection checks the
  * engine's counters through stats, list-tubes and stats-tube, and the
  * engine is freed (LeakSanitizer then reports anything left). The input
@@ -29,10 +32,13 @@
  * only inside engine calls and never for a closed connection; feeding stops
  * early only when the session waits or quit, and a waiting session consumes
  * nothing; a tick leaves nothing due; INSERTED never comes in drain mode and
- * DRAINING only then; job ids are unique and a job's body never changes;
- * the final audit finds no reservation, waiter, client or empty tube left
- * and the global job counts equal the sums over the tubes; and the replies
- * do not depend on how the bytes were split into reads. */
+ * DRAINING only then; no write is answered (INSERTED, DELETED, RELEASED,
+ * BURIED, TOUCHED, KICKED, PAUSED) while writes pause, even for a put
+ * whose body completes then; what a session would replay elsewhere
+ * (bq_session_replay) is at most a line, a reserve and a held put; job ids are unique and a job's
+ * body never changes; the final audit finds no reservation, waiter, client or empty tube left and
+ * the global job counts equal the sums over the tubes; and the replies do not depend on how the
+ * bytes were split into reads. */
 #include <string.h>
 
 #include "fuzz.h"
@@ -89,6 +95,7 @@ struct world {
     conn_t *actor; /* the connection the current call serves, or NULL */
     call_t call;
     bool draining;
+    bool paused;   /* writes pause (bq_engine_set_writes_paused) */
     size_t max_id; /* no input can create a job id above this */
     job_seen_t *jobs;
     char *capture; /* the auditor's last OK body */
@@ -198,6 +205,10 @@ static void on_reply(void *arg, const bqf_reply_t *r)
     c->last_word = r->word;
     CCHECK(c, c == w->actor || (c->blocked_before && c->replies == 1),
            "unsolicited %s to connection %d", r->word, c->slot);
+    static const char *const writes[] = {"INSERTED", "DELETED", "RELEASED", "BURIED",
+                                         "TOUCHED",  "KICKED",  "PAUSED"};
+    for (size_t k = 0; k < sizeof writes / sizeof *writes; k++)
+        CCHECK(c, !w->paused || !word_is(r->word, writes[k]), "%s while writes pause", writes[k]);
     if (word_is(r->word, "INSERTED"))
         check_inserted(c, r->num[0]);
     else if (word_is(r->word, "DRAINING"))
@@ -312,6 +323,9 @@ static void call_end(world_t *w)
         bool blocked = bq_session_blocked(c->s);
         if (c != w->actor || call == CALL_FEED_BLOCKED) {
             check_bystander(c, blocked, call);
+        } else if (call == CALL_EOF && c->blocked_before && blocked &&
+                   !bq_engine_client_waiting(bq_session_client(c->s))) {
+            CCHECK(c, c->replies == 0, "half-close of a held connection replied");
         } else if (call == CALL_EOF && c->blocked_before) {
             CCHECK(c, !blocked && c->replies == 1 && word_is(c->last_word, "TIMED_OUT"),
                    "half-close of a waiting connection: %u replies, still waiting: %d", c->replies,
@@ -376,8 +390,15 @@ static void feed(world_t *w, conn_t *c)
     CCHECK(c, n == len || blocked || quit, "feed stopped at %zu of %zu bytes, not waiting", n, len);
     memmove(c->in, c->in + n, len - n);
     c->in_len -= n;
-    if (quit)
+    if (quit) {
         close_conn(w, c);
+        return;
+    }
+    char *replay = NULL;
+    size_t rlen = 0;
+    if (bq_session_replay(c->s, w->now, &replay, &rlen) == 0)
+        CCHECK(c, rlen <= 2 * BQ_LINE_MAX + 64 + MAX_JOB_SIZE + 2, "replay of %zu bytes", rlen);
+    free(replay);
 }
 
 /* Resumes every connection whose wake hook fired, outside the engine. */
@@ -468,6 +489,33 @@ static void toggle_drain(world_t *w)
     tracef("drain", w->draining, "", 0);
     bq_engine_set_draining(w->e, w->draining);
     BQF_CHECK(bq_engine_draining(w->e) == w->draining, "drain mode not set");
+}
+
+/* Writes pause, or resume: then each session holding a command runs it
+ * (as the node's wake-up of every connection does), then its kept input. */
+static void toggle_pause(world_t *w)
+{
+    w->paused = !w->paused;
+    tracef("pause", w->paused, "", 0);
+    bq_engine_set_writes_paused(w->e, w->paused);
+    BQF_CHECK(bq_engine_writes_paused(w->e) == w->paused, "pause not set");
+    if (w->paused)
+        return;
+    for (int i = 0; i < NCONN; i++) {
+        conn_t *c = w->conns[i];
+        if (!c || !bq_session_blocked(c->s) || bq_engine_client_waiting(bq_session_client(c->s)))
+            continue;
+        call_begin(w, c, CALL_FEED);
+        bq_session_resume(c->s, w->now);
+        call_end(w);
+        CCHECK(c, !bq_session_blocked(c->s) || bq_engine_client_waiting(bq_session_client(c->s)),
+               "a held command did not run once writes resumed");
+        if (bq_session_quit(c->s))
+            close_conn(w, c);
+        else if (c->in_len && !bq_session_blocked(c->s))
+            feed(w, c);
+    }
+    run_wakes(w);
 }
 
 /* ---- the final audit ---- */
@@ -573,7 +621,9 @@ static void run_action(world_t *w, const uint8_t *data, size_t size, size_t *pos
             half_close(w, w->conns[slot]);
         break;
     case 7:
-        if (op & 0x20)
+        if ((op & 0x60) == 0x60)
+            toggle_pause(w);
+        else if (op & 0x20)
             toggle_drain(w);
         else if (w->conns[slot])
             close_conn(w, w->conns[slot]);
@@ -609,6 +659,8 @@ static uint64_t run(const uint8_t *data, size_t size, bool bytewise)
     while (pos < size)
         run_action(&w, data, size, &pos);
     run_wakes(&w);
+    if (w.paused)
+        toggle_pause(&w);
     for (int i = 0; i < NCONN; i++) {
         if (w.conns[i])
             close_conn(&w, w.conns[i]);
