@@ -77,14 +77,14 @@ primary = wait_until('a primary with both standbys streaming', 30) { cluster.set
 queue = Integer(ENV.fetch('BQ_LB_QUEUE', '0'))
 if queue.positive?
   $step = "a queue of #{queue} jobs"
-  t0 = monotonic
+  fill_started = monotonic
   system(ENV.fetch('BQ_BENCH'), '-p', primary[:client].to_s, '-w', 'fill', '-n', queue.to_s, '-s', '100',
          '-c', '8', '-P', '64', out: File::NULL) || fail!('bq-bench fill failed')
   wait_until('the standbys caught up with the queue', 600) do
     st = cluster.status(primary)
     st && st['standbys'].all? { |sb| sb['state'] == 'witness' || sb['lag_records'].zero? }
   end
-  puts format('queue: %d jobs held in the default tube (%.1f s to put and replicate)', queue, monotonic - t0)
+  puts format('queue: %d jobs held in the default tube (%.1f s to put and replicate)', queue, monotonic - fill_started)
   $step = 'startup'
 end
 cluster.own(Process.spawn(env, haproxy, '-db', '-f', cfg, in: File::NULL,
@@ -128,12 +128,12 @@ producer = Thread.new do
   n = 0
   until stop
     n += 1
-    t0 = monotonic
+    put_started = monotonic # (a name of this block only: threads share top-level locals)
     begin
       r = bean.tubes[TUBE].put("lb-#{n}")
       lock.synchronize do
         acked[r[:id].to_i] = true
-        stalls << [t0, monotonic - t0]
+        stalls << [put_started, monotonic - put_started]
       end
     rescue Beaneater::DrainingError, Beaneater::OutOfMemoryError
       lock.synchronize { refused += 1 }
