@@ -6,7 +6,9 @@
 # haproxy and ruby-beaneater: a producer putting about 200 jobs a second,
 # one at a time, and a worker reserving and deleting, each on its own
 # connection through HAProxy, with reconnect-and-retry. Faults: kill -9 of
-# the primary (the node is started again), then a switchover. Checked:
+# the primary; with three nodes, a switchover between the two left while
+# the killed node is down; the node started again; then a switchover with
+# every node up. Checked:
 # nothing acknowledged is lost (every acknowledged job was deleted by the
 # worker or is still there); HAProxy never logs "no server available" nor
 # a <NOSRV> connection; the producer's longest stall (from the start of a
@@ -185,6 +187,7 @@ def longest_stall(lock, stalls, t)
 end
 
 results = []
+printed = 0
 rounds = Integer(ENV.fetch('BQ_LB_ROUNDS', '1'))
 rounds.times do |round|
   $step = "round #{round + 1}: kill -9"
@@ -202,6 +205,21 @@ rounds.times do |round|
   stall = longest_stall(lock, stalls, t0)
   results << { what: 'kill', failover: failover, stall: stall,
                reconnects: CountConnects.count - connects }
+  # With one node down (three nodes: two left), a switchover between the
+  # two that are left.
+  other = survivors.find { |n| n != newp }
+  if other && cluster.data_nodes.size == 3
+    $step = "round #{round + 1}: switchover with a node down"
+    wait_until('the other survivor streaming', 30) { cluster.settled == newp }
+    connects = CountConnects.count
+    t0 = monotonic
+    cluster.ctl(newp, 'switchover', '--to', other[:name]) || fail!('beanstalkctl switchover failed')
+    took = monotonic - t0
+    wait_grown(lock, ACKS_BETWEEN, 'acknowledged puts after the switchover') { acked.size }
+    results << { what: 'switchover-1-down', failover: took, stall: longest_stall(lock, stalls, t0),
+                 reconnects: CountConnects.count - connects }
+    newp = other
+  end
   cluster.start(primary)
 
   $step = "round #{round + 1}: switchover"
@@ -218,10 +236,11 @@ rounds.times do |round|
   wait_grown(lock, ACKS_BETWEEN, 'acknowledged puts after the switchover') { acked.size }
   results << { what: 'switchover', failover: took, stall: longest_stall(lock, stalls, t0),
                reconnects: CountConnects.count - connects }
-  results.last(2).each do |r|
-    puts format('%-10s failover %5d ms, producer stall %5d ms, reconnects %d', r[:what],
+  results.last(results.size - printed).each do |r|
+    puts format('%-17s failover %5d ms, producer stall %5d ms, reconnects %d', r[:what],
                 r[:failover] * 1000, r[:stall] * 1000, r[:reconnects])
   end
+  printed = results.size
 end
 
 $step = 'history'
@@ -256,8 +275,9 @@ results.each do |r|
   fail!(format('%s: producer stall %.2f s, bound %.2f s', r[:what], r[:stall], bound)) if r[:stall] > bound
   fail!("#{r[:what]}: #{r[:reconnects]} reconnects, want at most #{MAX_RECONNECTS}") if r[:reconnects] > MAX_RECONNECTS
 end
-%w[kill switchover].each do |w|
+%w[kill switchover switchover-1-down].each do |w|
   rs = results.select { |r| r[:what] == w }
+  next if rs.empty?
   over = rs.map { |r| r[:stall] - r[:failover] }.sort
   puts format('RESULT %s rounds=%d failover_ms_max=%d stall_ms_median=%d stall_ms_max=%d ' \
               'stall_over_failover_ms_median=%d stall_over_failover_ms_max=%d reconnects_max=%d',
