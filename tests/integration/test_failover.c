@@ -63,6 +63,7 @@
 #define FAILOVER_TIMEOUT_MS 1000 /* the default --failover-timeout */
 #define FAILOVER_MAX_MS 10000    /* a generous bound; the target is 3 s */
 #define HELD_MS 5000             /* for the reply of a put to a resumed or fenced primary */
+#define HOLD_BOUND_MS 5000       /* max(5 s, 4 x the failover timeout): a standby holds clients */
 #define AFTER_ACKS 50            /* puts acknowledged after a failover before it counts as over */
 #define TUBE "fo"
 
@@ -1411,6 +1412,49 @@ static void standbys_ride_through_an_election(void **state)
     s->passed = true;
 }
 
+/* With no primary for longer than the hold bound (both other nodes killed:
+ * no majority), the last standby's held client gets INTERNAL_ERROR for
+ * each command it sent, then EOF, and the standby turns not ready; before
+ * the bound it was ready (holding its clients). */
+static void held_clients_fail_cleanly_without_a_primary(void **state)
+{
+    suite_t *s = *state;
+    bqc_view_t v;
+    size_t p = start_settled(s, &v);
+    size_t b = (p + 1) % NODES, c = (p + 2) % NODES;
+    int fd = session_client(s, b, "alone");
+    bqw_node_kill(s->w, c);
+    bqw_node_kill(s->w, p);
+    bqc_wait_log(s->c, b, "replication: lost the primary", NULL, 1, BQC_WAIT_MS);
+    long long t0 = bqt_now_ms();
+    bqt_sends(fd, "list-tube-used\r\nput 0 0 60 2\r\nno\r\n");
+    char body[256];
+    int st = bqc_admin_call(s->c, b, "GET", "/readyz", body, sizeof body);
+    if (st != 200 && bqt_now_ms() - t0 < HOLD_BOUND_MS / 2)
+        fail_msg("%s answered %d (%s) on /readyz right after it lost its primary", name_of(s, b),
+                 st, body);
+    char got[64] = "";
+    size_t want = 2 * strlen("INTERNAL_ERROR\r\n");
+    size_t n = bqt_read_n(fd, got, want, HOLD_BOUND_MS + BQC_WAIT_MS);
+    long long waited = bqt_now_ms() - t0;
+    if (n != want || strcmp(got, "INTERNAL_ERROR\r\nINTERNAL_ERROR\r\n") != 0)
+        fail_msg("the held client got \"%s\" after %lld ms, want two INTERNAL_ERROR", got, waited);
+    if (waited < HOLD_BOUND_MS - 1000)
+        fail_msg("the held client was failed after %lld ms, before the hold bound %d", waited,
+                 HOLD_BOUND_MS);
+    char c1;
+    if (bqt_read_n(fd, &c1, 1, BQC_WAIT_MS) != 0)
+        fail_msg("the failed client's connection stayed open");
+    close(fd);
+    st = bqc_admin_call(s->c, b, "GET", "/readyz", body, sizeof body);
+    if (st != 503 || !strstr(body, "no primary followed"))
+        fail_msg("%s answered %d (%s) on /readyz past the hold bound, want 503", name_of(s, b), st,
+                 body);
+    fprintf(stderr, "held client failed after %lld ms (bound %d); /readyz then %d\n", waited,
+            HOLD_BOUND_MS, st);
+    s->passed = true;
+}
+
 /* ---- 8. twenty primary changes with caught-up standbys: no resync ---- */
 
 #define CHANGES 20
@@ -1481,6 +1525,7 @@ int main(void)
         T(proxied_clients_survive_role_changes),
         T(writes_wait_through_a_switchover),
         T(standbys_ride_through_an_election),
+        T(held_clients_fail_cleanly_without_a_primary),
         T(no_resync_across_primary_changes),
         T(witness_breaks_the_tie),
         T(random_fault_rounds),
