@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "protocol/growbuf.h"
 #include "protocol/parse.h"
 
 #define REPLY_LINE_MAX 256
@@ -349,24 +350,6 @@ bool bq_mirror_movable(const bq_mirror_t *m)
     return true;
 }
 
-/* Appends text[0..n) to the growing buffer; false when out of memory. */
-static bool put_bytes(char **buf, size_t *len, size_t *cap, const char *text, size_t n)
-{
-    if (*len + n > *cap) {
-        size_t c = *cap ? *cap * 2 : 512;
-        while (c < *len + n)
-            c *= 2;
-        char *b = realloc(*buf, c);
-        if (!b)
-            return false;
-        *buf = b;
-        *cap = c;
-    }
-    memcpy(*buf + *len, text, n);
-    *len += n;
-    return true;
-}
-
 /* Queues restore command "<verb> <name>" (before the reserves in flight)
  * and appends its line; false when out of memory or too many. */
 static bool restore_cmd(bq_mirror_t *m, size_t *nr, bq_op_t op, const char *verb, const char *name,
@@ -376,7 +359,7 @@ static bool restore_cmd(bq_mirror_t *m, size_t *nr, bq_op_t op, const char *verb
     int k = snprintf(line, sizeof line, "%s %s\r\n", verb, name);
     /* Restores go in order before the commands in flight: at position *nr. */
     mcmd_t *c = push(m, false);
-    if (!c || !put_bytes(buf, len, cap, line, (size_t)k))
+    if (!c || !bq_growbuf_append(buf, len, cap, line, (size_t)k))
         return false;
     mcmd_t tmp = {.op = op, .restore = true};
     snprintf(tmp.name, sizeof tmp.name, "%s", name);
@@ -417,9 +400,9 @@ int bq_mirror_restore(bq_mirror_t *m, char **out, size_t *len, size_t *restores)
     /* The commands in flight, again (after the restores in the queue), then
      * the partial command line, byte for byte as the client sent them. */
     for (size_t i = nr; ok && i < nr + inflight; i++)
-        ok = put_bytes(&buf, &n, &cap, at(m, i)->line, at(m, i)->len);
+        ok = bq_growbuf_append(&buf, &n, &cap, at(m, i)->line, at(m, i)->len);
     if (ok && m->line_len > 0)
-        ok = put_bytes(&buf, &n, &cap, m->line, m->line_len);
+        ok = bq_growbuf_append(&buf, &n, &cap, m->line, m->line_len);
     for (size_t i = 0; i < nwant; i++)
         free(want[i]);
     if (!ok) {

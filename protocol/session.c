@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "protocol/engine_internal.h"
+#include "protocol/growbuf.h"
 
 typedef enum {
     S_COMMAND, /* reading a command line */
@@ -261,26 +262,6 @@ void bq_session_resume(bq_session_t *s, bq_now_t now)
     run_line(s, s->line, s->held_len, now);
 }
 
-/* Appends text[0..n) to the growing buffer *buf; false when out of memory. */
-static bool append(char **buf, size_t *len, size_t *cap, const char *text, size_t n)
-{
-    if (n == 0)
-        return true;
-    if (*cap - *len < n) {
-        size_t c = *cap ? *cap : 256;
-        while (c - *len < n)
-            c *= 2;
-        char *p = realloc(*buf, c);
-        if (!p)
-            return false;
-        *buf = p;
-        *cap = c;
-    }
-    memcpy(*buf + *len, text, n);
-    *len += n;
-    return true;
-}
-
 int bq_session_replay(const bq_session_t *s, bq_now_t now, char **out, size_t *outlen)
 {
     char *buf = NULL, line[96];
@@ -294,18 +275,19 @@ int bq_session_replay(const bq_session_t *s, bq_now_t now, char **out, size_t *o
         int k = left < 0
                     ? snprintf(line, sizeof line, "reserve\r\n")
                     : snprintf(line, sizeof line, "reserve-with-timeout %lld\r\n", (long long)left);
-        ok = append(&buf, &len, &cap, line, (size_t)k);
+        ok = bq_growbuf_append(&buf, &len, &cap, line, (size_t)k);
     }
     if (ok && s->state == S_HELD && s->job) { /* the put again, its body whole */
         const bq_job_t *j = s->job;
         int k = snprintf(line, sizeof line, "put %u %u %u %u\r\n", j->pri, j->delay, j->ttr,
                          j->body_size - 2);
-        ok = append(&buf, &len, &cap, line, (size_t)k) &&
-             append(&buf, &len, &cap, j->body, j->body_size);
+        ok = bq_growbuf_append(&buf, &len, &cap, line, (size_t)k) &&
+             bq_growbuf_append(&buf, &len, &cap, j->body, j->body_size);
     } else if (ok && s->state == S_HELD) {
-        ok = append(&buf, &len, &cap, s->line, s->held_len) && append(&buf, &len, &cap, "\r\n", 2);
+        ok = bq_growbuf_append(&buf, &len, &cap, s->line, s->held_len) &&
+             bq_growbuf_append(&buf, &len, &cap, "\r\n", 2);
     } else if (ok) {
-        ok = append(&buf, &len, &cap, s->line, s->line_len);
+        ok = bq_growbuf_append(&buf, &len, &cap, s->line, s->line_len);
     }
     if (!ok) {
         free(buf);

@@ -21,25 +21,12 @@
 #     ruby tests/clients/beaneater_failover.rb build/beanstalkd-ha
 
 require 'beaneater'
+require_relative 'count_connects'
 require_relative 'local_cluster'
 
 WATCHDOG_SECONDS = 240
 TUBE = 'rb-fo'
 CYCLES = 150 # completed cycles before each role change and after it
-
-# Counts Beaneater's own reconnects (it reconnects and retries on EOF).
-module CountConnects
-  class << self
-    attr_accessor :count
-  end
-  self.count = 0
-
-  def establish_connection
-    CountConnects.count += 1
-    super
-  end
-end
-Beaneater::Connection.prepend(CountConnects)
 
 server, ctl, mkcerts = ARGV[0], ENV['BQ_CTL'], ENV['BQ_MKCERTS']
 fail!('usage: BQ_CTL=... BQ_MKCERTS=... beaneater_failover.rb SERVER') unless server && ctl && mkcerts

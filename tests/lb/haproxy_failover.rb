@@ -28,6 +28,7 @@
 # deploy/haproxy/haproxy-witness.cfg (give it as BQ_HAPROXY_CFG).
 
 require 'beaneater'
+require_relative '../clients/count_connects'
 require_relative '../clients/local_cluster'
 
 $stdout.sync = true
@@ -39,20 +40,6 @@ STALL_SLACK_KILL = 1.5      # CI bound over the failover time (target 0.3 s: ben
 STALL_MAX_SWITCHOVER = 1.0  # CI bound (target 0.3 s: benchmarks)
 MAX_RECONNECTS = 4          # per fault, producer and worker together
 SYNC_TIMEOUT = 2.0          # the default --sync-timeout, in seconds
-
-# Counts Beaneater's connections (its own reconnects and ours).
-module CountConnects
-  class << self
-    attr_accessor :count
-  end
-  self.count = 0
-
-  def establish_connection
-    CountConnects.count += 1
-    super
-  end
-end
-Beaneater::Connection.prepend(CountConnects)
 
 server, ctl, mkcerts, cfg = ARGV[0], ENV['BQ_CTL'], ENV['BQ_MKCERTS'], ENV['BQ_HAPROXY_CFG']
 unless server && ctl && mkcerts && cfg

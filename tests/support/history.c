@@ -388,3 +388,9 @@ void bqh_report_print(FILE *f, const bqh_history_t *h, const bqh_report_t *rep)
     pthread_mutex_unlock(&mh->lock);
     fflush(f);
 }
+
+bool bqh_known_refusal(const char *line)
+{
+    return !strcmp(line, "DRAINING\r\n") || !strcmp(line, "OUT_OF_MEMORY\r\n") ||
+           !strcmp(line, "INTERNAL_ERROR\r\n");
+}

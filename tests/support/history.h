@@ -54,6 +54,12 @@ typedef enum bqh_outcome {
 
 /* A job's state as stats-job names it (reserved: not durable, checked as
  * ready). */
+/* True for a refusal a fault explains, nothing done: DRAINING or
+ * OUT_OF_MEMORY (a draining, fenced or refusing primary) and
+ * INTERNAL_ERROR (a standby that held the command past its hold bound with
+ * no primary: never sent to one). line: the whole reply line. */
+bool bqh_known_refusal(const char *line);
+
 typedef enum bqh_state { BQH_READY, BQH_DELAYED, BQH_BURIED, BQH_RESERVED } bqh_state_t;
 
 /* A job's attributes: what a put gives it (tube, pri, delay), or what a

@@ -79,7 +79,7 @@ static bqm_status_t status_of(bqm_worker_t *k, ask_t *a, bqh_outcome_t out, cons
         k->held = 0;
         k->used = -1;
     } else if (out == BQH_REFUSED) {
-        bool refused = !strcmp(a->line, "DRAINING\r\n") || !strcmp(a->line, "OUT_OF_MEMORY\r\n");
+        bool refused = bqh_known_refusal(a->line);
         if (!refused)
             snprintf(k->error, sizeof k->error, "%s: \"%.*s\"", what, (int)strcspn(a->line, "\r"),
                      a->line);

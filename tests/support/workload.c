@@ -150,7 +150,7 @@ static bqh_outcome_t put_as(bqw_t *w, int fd, int who, unsigned seq, int ms, uns
     bqh_outcome_t out = !line                                    ? BQH_UNKNOWN
                         : sscanf(line, "INSERTED %llu", id) == 1 ? BQH_ACKED
                                                                  : BQH_REFUSED;
-    if (out == BQH_REFUSED && strcmp(line, "DRAINING\r\n") != 0)
+    if (out == BQH_REFUSED && !bqh_known_refusal(line))
         snprintf(err, errlen, "put: \"%.*s\"", (int)strcspn(line, "\r"), line);
     bqh_put_job(w->h, who, t0, t1, out, out == BQH_ACKED ? *id : 0, body, (size_t)blen, &job);
     if (out == BQH_ACKED)
@@ -177,10 +177,10 @@ static bool w_delete(worker_t *k, int fd)
                         : !strcmp(line, "DELETED\r\n")   ? BQH_ACKED
                         : !strcmp(line, "NOT_FOUND\r\n") ? BQH_NOT_FOUND
                                                          : BQH_REFUSED;
-    /* A fenced or draining primary answers OUT_OF_MEMORY or DRAINING: a
-     * known failure, nothing done. Any other reply is wrong. */
-    if (out == BQH_REFUSED && strcmp(line, "OUT_OF_MEMORY\r\n") != 0 &&
-        strcmp(line, "DRAINING\r\n") != 0)
+    /* A fenced or draining primary answers OUT_OF_MEMORY or DRAINING, a
+     * standby with no primary past its bound INTERNAL_ERROR: a known
+     * failure, nothing done. Any other reply is wrong. */
+    if (out == BQH_REFUSED && !bqh_known_refusal(line))
         snprintf(k->error, sizeof k->error, "delete %llu: \"%.*s\"", k->mine[0],
                  (int)strcspn(line, "\r"), line);
     bqh_delete(k->w->h, k->id, t0, bqh_now_ns(), out, k->mine[0]);
