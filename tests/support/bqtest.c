@@ -123,19 +123,72 @@ bool bqt_reference_available(void)
 static pthread_mutex_t port_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned char port_used[65536];
 
+/* The ports below the kernel's ephemeral range (ip_local_port_range) and
+ * above 10000: no outgoing connection of any process is ever given one, so
+ * a port found free there stays free until a test binds it (a port the
+ * kernel handed out for bind(0) could be taken a moment later as the local
+ * port of another test's connection: "address already in use"). *lo is 0
+ * when the range is too small to use. */
+static void quiet_range(int *lo, int *hi)
+{
+    int elo = 32768, ehi = 60999;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "re");
+    if (f) {
+        if (fscanf(f, "%d %d", &elo, &ehi) != 2)
+            elo = 32768;
+        fclose(f);
+    }
+    *lo = 10000;
+    *hi = elo - 1;
+    if (*hi - *lo < 2000)
+        *lo = 0;
+}
+
+/* True when 127.0.0.1:port can be bound now. */
+static bool bindable(int port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    bool ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
+/* A port the kernel gives for bind(0), or -1. */
+static int ephemeral_port(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int port = -1;
+    if (fd < 0)
+        return -1;
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
+
 int bqt_free_port(void)
 {
-    for (int attempt = 0; attempt < 100; attempt++) {
-        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        socklen_t len = sizeof a;
-        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        int port = -1;
-        if (fd < 0)
-            return -1;
-        if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-            getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-            port = ntohs(a.sin_port);
-        close(fd);
+    static unsigned seed;
+    int lo, hi;
+    quiet_range(&lo, &hi);
+    for (int attempt = 0; attempt < 200; attempt++) {
+        int port;
+        pthread_mutex_lock(&port_lock);
+        if (seed == 0)
+            seed = (unsigned)getpid() * 2654435761u ^ (unsigned)time(NULL);
+        port = lo ? lo + (int)(rand_r(&seed) % (unsigned)(hi - lo + 1)) : 0;
+        pthread_mutex_unlock(&port_lock);
+        if (port == 0)
+            port = ephemeral_port();
+        else if (!bindable(port))
+            continue;
         if (port <= 0)
             return -1;
         pthread_mutex_lock(&port_lock);

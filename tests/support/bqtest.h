@@ -78,7 +78,9 @@ int bqt_mkdtemp(char *buf, size_t cap, const char *prefix);
 int bqt_run_to_exit(const char *binary, const char *const *args, const char *log_path,
                     int timeout_ms);
 
-/* Returns a port on 127.0.0.1 that was free a moment ago. */
+/* Returns a port on 127.0.0.1 that was free a moment ago, chosen at random
+ * below the kernel's ephemeral range (where no outgoing connection can take
+ * it meanwhile), never the same twice in this process; -1 when none. */
 int bqt_free_port(void);
 
 /* Blocking TCP connect to 127.0.0.1:port; fd or -1. */
