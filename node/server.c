@@ -265,12 +265,11 @@ int bq_server_init(bq_server_t *s, const bq_flags_t *f)
     return start_handles(s) == 0 ? 0 : BQ_SERVER_EINIT;
 }
 
-/* The cluster's release point or refusal may have changed (pushed by it,
- * host.released): replies up to lsn may leave. */
-static void cluster_released(void *arg, uint64_t lsn, const char *refusal)
+/* The cluster's release point, refusal or pause may have changed (pushed
+ * by it, host.released): replies up to lsn may leave. */
+static void cluster_released(void *arg, uint64_t lsn)
 {
     bq_server_t *s = arg;
-    (void)refusal; /* set_refusal reads it with the pause */
     if (s->stopping)
         return;
     set_refusal(s);

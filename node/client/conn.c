@@ -488,7 +488,7 @@ static bool hand_over_one(bq_conn_t *c, bq_conn_take_fn take, void *arg)
     char *input = NULL;
     size_t n = 0, nwatch = bq_engine_client_nwatch(ec);
     int r = bq_session_replay(c->session, c->cl->now(c->cl->arg), &input, &n);
-    /* What it sent after: kept input, then the replay's bytes before it. */
+    /* The replay's bytes first, then the input it sent after them. */
     if (r == 0 && c->in_len > 0) {
         char *all = realloc(input, n + c->in_len);
         if (all)

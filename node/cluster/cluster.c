@@ -222,7 +222,7 @@ void bq__cluster_tell_release(bq_cluster_t *c)
     if (c->closing)
         return;
     uint64_t lsn = release_now(c);
-    c->host.released(c->host.arg, lsn, bq_cluster_refusal(c));
+    c->host.released(c->host.arg, lsn);
 }
 
 int bq_cluster_promote(bq_cluster_t *c, bool force, char *why, size_t whylen)

@@ -27,18 +27,19 @@ typedef struct bq_cluster bq_cluster_t;
 
 /* The node's parts the cluster drives (borrowed: the owner, the server,
  * keeps them until bq_cluster_free), and where it tells what the owner
- * needs: released(arg, lsn, refusal) whenever the point up to which
- * replies may leave (it never goes back) or the reason writes are refused
- * (NULL: taken) may have changed. */
+ * needs: released(arg, lsn) whenever the point up to which replies may
+ * leave (it never goes back), or whether writes are refused or paused
+ * (bq_cluster_refusal, bq_cluster_pause), may have changed. */
 typedef struct bq_cluster_host {
     uv_loop_t *loop;
     bq_engine_t *engine;
     bq_binlog_t *binlog;
     bq_listener_t *listener; /* passed on to the process image of a restart */
-    void (*released)(void *arg, uint64_t lsn, const char *refusal);
+    void (*released)(void *arg, uint64_t lsn);
     /* The node's role changed in place. standby: it stopped being the
-     * primary; the owner must close every local client now (their
-     * reservations are void) before the engine follows a new primary. */
+     * primary; the owner must end every local session now (their
+     * reservations are void), handing the clients that can move to
+     * bq_cluster_take_client, before the engine follows a new primary. */
     void (*role_changed)(void *arg, bool standby);
     /* It became the primary: a client its proxy held or served is served
      * here now (as bq_proxy_adopt_fn; the owner feeds input first and drops

@@ -175,6 +175,16 @@ end
 
 results = []
 printed = 0
+# A switchover from primary from to node to, its figures recorded as what.
+switch_over = lambda do |from, to, what|
+  connects = CountConnects.count
+  t0 = monotonic
+  cluster.ctl(from, 'switchover', '--to', to[:name]) || fail!('beanstalkctl switchover failed')
+  took = monotonic - t0
+  wait_grown(lock, ACKS_BETWEEN, 'acknowledged puts after the switchover') { acked.size }
+  results << { what: what, failover: took, stall: longest_stall(lock, stalls, t0),
+               reconnects: CountConnects.count - connects }
+end
 rounds = Integer(ENV.fetch('BQ_LB_ROUNDS', '1'))
 rounds.times do |round|
   $step = "round #{round + 1}: kill -9"
@@ -198,13 +208,7 @@ rounds.times do |round|
   if other && cluster.data_nodes.size == 3
     $step = "round #{round + 1}: switchover with a node down"
     wait_until('the other survivor streaming', 30) { cluster.settled == newp }
-    connects = CountConnects.count
-    t0 = monotonic
-    cluster.ctl(newp, 'switchover', '--to', other[:name]) || fail!('beanstalkctl switchover failed')
-    took = monotonic - t0
-    wait_grown(lock, ACKS_BETWEEN, 'acknowledged puts after the switchover') { acked.size }
-    results << { what: 'switchover-1-down', failover: took, stall: longest_stall(lock, stalls, t0),
-                 reconnects: CountConnects.count - connects }
+    switch_over.call(newp, other, 'switchover-1-down')
     newp = other
   end
   cluster.start(primary)
@@ -216,13 +220,7 @@ rounds.times do |round|
   end
   target = cluster.data_nodes.find { |n| n != primary }
   wait_grown(lock, ACKS_BETWEEN, 'acknowledged puts before the switchover') { acked.size }
-  connects = CountConnects.count
-  t0 = monotonic
-  cluster.ctl(primary, 'switchover', '--to', target[:name]) || fail!('beanstalkctl switchover failed')
-  took = monotonic - t0
-  wait_grown(lock, ACKS_BETWEEN, 'acknowledged puts after the switchover') { acked.size }
-  results << { what: 'switchover', failover: took, stall: longest_stall(lock, stalls, t0),
-               reconnects: CountConnects.count - connects }
+  switch_over.call(primary, target, 'switchover')
   results.last(results.size - printed).each do |r|
     puts format('%-17s failover %5d ms, producer stall %5d ms, reconnects %d', r[:what],
                 r[:failover] * 1000, r[:stall] * 1000, r[:reconnects])
