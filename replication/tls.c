@@ -45,6 +45,33 @@ struct bq_tls {
 /* Handshake failures by channel kind; channels may live on several threads. */
 static atomic_ullong handshake_failures[BQ_TLS_CHANNELS];
 
+/* The notAfter of the certificate the last context made presents, in
+ * seconds since the epoch; cert_known once one was loaded. */
+static atomic_llong cert_not_after;
+static atomic_bool cert_known;
+
+/* Records when ctx's own certificate expires (bq_tls_certificate_expiry). */
+static void note_expiry(SSL_CTX *ctx)
+{
+    X509 *cert = SSL_CTX_get0_certificate(ctx);
+    const ASN1_TIME *end = cert ? X509_get0_notAfter(cert) : NULL;
+    ASN1_TIME *epoch = ASN1_TIME_set(NULL, 0);
+    int days = 0, secs = 0;
+    if (end && epoch && ASN1_TIME_diff(&days, &secs, epoch, end) == 1) {
+        atomic_store(&cert_not_after, (long long)days * 86400 + secs);
+        atomic_store(&cert_known, true);
+    }
+    ASN1_TIME_free(epoch);
+}
+
+bool bq_tls_certificate_expiry(int64_t *not_after)
+{
+    if (!atomic_load(&cert_known))
+        return false;
+    *not_after = atomic_load(&cert_not_after);
+    return true;
+}
+
 /* Appends OpenSSL's queued errors to buf (after what it holds), one line. */
 static void drain_errors(char *buf, size_t cap)
 {
@@ -100,6 +127,7 @@ SSL_CTX *bq_tls_ctx_new(bool server, const bq_tls_files_t *files, char *err, siz
     /* Links are long-lived and never resumed: no session tickets, no cache. */
     SSL_CTX_set_num_tickets(ctx, 0);
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+    note_expiry(ctx);
     return ctx;
 }
 

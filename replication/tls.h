@@ -67,6 +67,12 @@ void bq_tls_set_channel(bq_tls_t *t, bq_tls_channel_t ch);
  * certificate, a name not allowed, not TLS, an alert) in this process. */
 uint64_t bq_tls_handshake_failures(bq_tls_channel_t ch);
 
+/* The notAfter of the certificate that the last context bq_tls_ctx_new
+ * made in this process presents (a node's own: --tls-cert), in seconds
+ * since the epoch, in *not_after: true, or false when no context was made
+ * (no TLS). */
+bool bq_tls_certificate_expiry(int64_t *not_after);
+
 /* Client side: starts the handshake (sends the ClientHello). 0 or -1. */
 int bq_tls_start(bq_tls_t *t);
 

@@ -4,7 +4,8 @@
  * and a label is only used where summing over it makes sense (beanstalkd's
  * producer, worker and waiting connections overlap, so they are separate
  * gauges). Cluster families are only written on a cluster node, the binlog
- * ones only with -b; docs/admin-api.md lists them all. */
+ * ones only with -b, the certificate's expiry only with TLS;
+ * docs/admin-api.md lists them all. */
 #include "node/admin/metrics.h"
 
 #include <stdio.h>
@@ -151,6 +152,13 @@ static void binlog_metrics(bq_prom_t *p, const bq_metrics_binlog_t *b)
     gauge(p, P "binlog_failing", "1 while a binlog write or fsync fails and is retried",
           b->failing);
     fsync_histogram(p, &b->fsync);
+    if (b->fs_known) {
+        gauge(p, P "binlog_filesystem_avail_bytes",
+              "bytes still free for the node on the binlog directory's filesystem (statvfs)",
+              (double)b->fs_avail_bytes);
+        gauge(p, P "binlog_filesystem_size_bytes",
+              "size of the binlog directory's filesystem (statvfs)", (double)b->fs_size_bytes);
+    }
 }
 
 static void tls_metrics(bq_prom_t *p, const bq_metrics_source_t *s)
@@ -159,6 +167,10 @@ static void tls_metrics(bq_prom_t *p, const bq_metrics_source_t *s)
                    "TLS handshakes that failed (bad or missing certificate, not TLS, ...)");
     bq_prom_labeled(p, "channel", "replication", (double)s->tls_failures_replication);
     bq_prom_labeled(p, "channel", "admin", (double)s->tls_failures_admin);
+    if (s->has_tls_cert)
+        gauge(p, P "tls_certificate_expiry_timestamp_seconds",
+              "notAfter of the node's own TLS certificate, since the epoch",
+              (double)s->tls_cert_not_after);
 }
 
 char *bq_metrics_render(const bq_metrics_source_t *src)

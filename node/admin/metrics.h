@@ -49,7 +49,18 @@ typedef struct bq_metrics_binlog {
     uint64_t bytes_written, records_written, segments, disk_bytes;
     bool failing;
     bq_histogram_t fsync; /* copied */
+    /* The filesystem holding the binlog directory (statvfs): bytes an
+     * unprivileged process may still write, and its size; left out when
+     * fs_known is false (statvfs failed). */
+    bool fs_known;
+    uint64_t fs_avail_bytes, fs_size_bytes;
 } bq_metrics_binlog_t;
+
+/* Fills m's filesystem figures from statvfs of path (borrowed): fs_known
+ * and the bytes available to an unprivileged user (f_bavail) and the size
+ * (f_blocks), in f_frsize units. 0, or -1 (fs_known false) when statvfs
+ * fails. */
+int bq_metrics_filesystem_read(const char *path, bq_metrics_binlog_t *m);
 
 typedef struct bq_metrics_process {
     double cpu_seconds, start_time_seconds;
@@ -74,6 +85,10 @@ typedef struct bq_metrics_source {
     const bq_cluster_status_t *cluster;  /* NULL on a single beanstalkd */
     const bq_metrics_process_t *process; /* NULL when /proc could not be read */
     uint64_t tls_failures_replication, tls_failures_admin;
+    /* The notAfter of the node's own TLS certificate, in seconds since the
+     * epoch (bq_tls_certificate_expiry); left out without has_tls_cert. */
+    bool has_tls_cert;
+    int64_t tls_cert_not_after;
 } bq_metrics_source_t;
 
 /* Writes the families of a cluster node's replication, elections and

@@ -2,7 +2,8 @@
  * Linux's /proc: CPU time, resident and virtual memory and the start time
  * from /proc/self/stat (fields 14, 15, 22, 23 and 24 of proc(5)), the boot
  * time from /proc/stat, open descriptors by listing /proc/self/fd, and
- * their limit from getrlimit. */
+ * their limit from getrlimit; and the binlog filesystem's free and total
+ * bytes from statvfs. */
 #include "node/admin/metrics.h"
 
 #include <dirent.h>
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 /* Field n (counted as proc(5) does, from 1) of a stat line, given the text
@@ -111,5 +113,18 @@ int bq_metrics_process_read(bq_metrics_process_t *p)
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
         p->max_fds = rl.rlim_cur == RLIM_INFINITY ? 0 : (uint64_t)rl.rlim_cur;
+    return 0;
+}
+
+int bq_metrics_filesystem_read(const char *path, bq_metrics_binlog_t *m)
+{
+    struct statvfs fs;
+    m->fs_known = false;
+    m->fs_avail_bytes = m->fs_size_bytes = 0;
+    if (!path || statvfs(path, &fs) != 0)
+        return -1;
+    m->fs_known = true;
+    m->fs_avail_bytes = (uint64_t)fs.f_bavail * fs.f_frsize;
+    m->fs_size_bytes = (uint64_t)fs.f_blocks * fs.f_frsize;
     return 0;
 }

@@ -215,6 +215,7 @@ static void binlog_figures(bq_binlog_t *b, bq_metrics_binlog_t *m)
     m->disk_bytes = bq_binlog_disk_bytes(b);
     m->failing = bq_binlog_failing(b);
     m->fsync = *bq_binlog_fsync_histogram(b);
+    bq_metrics_filesystem_read(bq_binlog_dir(b), m);
 }
 
 static char *h_metrics(void *arg)
@@ -235,6 +236,7 @@ static char *h_metrics(void *arg)
         .tls_failures_replication = bq_tls_handshake_failures(BQ_TLS_REPLICATION),
         .tls_failures_admin = bq_tls_handshake_failures(BQ_TLS_ADMIN),
     };
+    src.has_tls_cert = bq_tls_certificate_expiry(&src.tls_cert_not_after);
     if (s->binlog) {
         binlog_figures(s->binlog, &bl);
         src.binlog = &bl;

@@ -4,8 +4,11 @@
  * (label values escaped); a single node has no cluster families; a real
  * engine with more tubes than exported is read with the cap and the count
  * of the ones left out; the event counters survive the environment round
- * trip of a re-exec; histogram buckets include their upper bound; and
- * /proc/self/stat lines parse, odd command names included. */
+ * trip of a re-exec; histogram buckets include their upper bound;
+ * /proc/self/stat lines parse, odd command names included; the binlog
+ * filesystem's free and total bytes come from statvfs; and the expiry of
+ * the node's own certificate is the notAfter of the one its TLS context
+ * loaded (deploy/mkcerts: 825 days), absent without TLS. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,9 +20,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "engine_harness.h"
 #include "node/admin/metrics.h"
+#include "replication/tls.h"
 #include "tests/support/prom_parse.h"
 
 static double get(const bqp_text_t *t, const char *key)
@@ -87,7 +94,12 @@ static void primary_text_is_valid_with_its_values(void **state)
     fill_engine(&eng, tubes);
     bq_cluster_status_t st;
     fill_cluster(&st);
-    bq_metrics_binlog_t bl = {.bytes_written = 4096, .segments = 2, .disk_bytes = 1 << 20};
+    bq_metrics_binlog_t bl = {.bytes_written = 4096,
+                              .segments = 2,
+                              .disk_bytes = 1 << 20,
+                              .fs_known = true,
+                              .fs_avail_bytes = 5000000000ULL,
+                              .fs_size_bytes = 20000000000ULL};
     bq_histogram_observe(&bl.fsync, 300000);     /* 0.3 ms */
     bq_histogram_observe(&bl.fsync, 2000000000); /* 2 s: +Inf only */
     bq_metrics_process_t pr = {.cpu_seconds = 1.25, .resident_bytes = 1000, .max_fds = 1024};
@@ -99,7 +111,9 @@ static void primary_text_is_valid_with_its_values(void **state)
                                .binlog = &bl,
                                .cluster = &st,
                                .process = &pr,
-                               .tls_failures_admin = 5};
+                               .tls_failures_admin = 5,
+                               .has_tls_cert = true,
+                               .tls_cert_not_after = 1900000000};
     bqp_text_t t;
     render_and_parse(&src, &t);
     assert_true(get(&t, "beanstalkd_ha_build_info{version=\"1.2.3\"}") == 1);
@@ -123,6 +137,9 @@ static void primary_text_is_valid_with_its_values(void **state)
     assert_true(get(&t, "beanstalkd_ha_elections_won_total") == 1);
     assert_true(get(&t, "beanstalkd_ha_role_changes_total{to=\"primary\"}") == 1);
     assert_true(get(&t, "beanstalkd_ha_tls_handshake_failures_total{channel=\"admin\"}") == 5);
+    assert_true(get(&t, "beanstalkd_ha_binlog_filesystem_avail_bytes") == 5e9);
+    assert_true(get(&t, "beanstalkd_ha_binlog_filesystem_size_bytes") == 2e10);
+    assert_true(get(&t, "beanstalkd_ha_tls_certificate_expiry_timestamp_seconds") == 1.9e9);
     assert_true(get(&t, "process_cpu_seconds_total") == 1.25);
     assert_true(get(&t, "process_max_fds") == 1024);
     bqp_free(&t);
@@ -142,6 +159,8 @@ static void single_node_has_no_cluster_families(void **state)
     assert_false(bqp_get(&t, "beanstalkd_ha_role{role=\"primary\"}", &v));
     assert_false(bqp_get(&t, "beanstalkd_ha_binlog_segments", &v));
     assert_false(bqp_get(&t, "process_open_fds", &v));
+    assert_false(bqp_get(&t, "beanstalkd_ha_binlog_filesystem_avail_bytes", &v));
+    assert_false(bqp_get(&t, "beanstalkd_ha_tls_certificate_expiry_timestamp_seconds", &v));
     assert_true(get(&t, "beanstalkd_ha_tls_handshake_failures_total{channel=\"replication\"}") ==
                 0);
     bqp_free(&t);
@@ -235,6 +254,72 @@ static void proc_stat_lines_parse(void **state)
     assert_true(p.resident_bytes > 0 && p.open_fds >= 3 && p.start_time_seconds > 1e9);
 }
 
+static void binlog_filesystem_is_statvfs(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/bq-metrics-fs-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    bq_metrics_binlog_t m = {0};
+    assert_int_equal(bq_metrics_filesystem_read(dir, &m), 0);
+    struct statvfs fs;
+    assert_int_equal(statvfs(dir, &fs), 0);
+    assert_true(m.fs_known);
+    assert_int_equal(m.fs_size_bytes, (uint64_t)fs.f_blocks * fs.f_frsize);
+    assert_true(m.fs_size_bytes > 0 && m.fs_avail_bytes <= m.fs_size_bytes);
+    /* Free space moves as others write: within 64 MiB of a second look. */
+    uint64_t avail = (uint64_t)fs.f_bavail * fs.f_frsize;
+    assert_true(m.fs_avail_bytes + (64u << 20) >= avail && avail + (64u << 20) >= m.fs_avail_bytes);
+    bq_metrics_source_t src = {.binlog = &m};
+    bqp_text_t t;
+    render_and_parse(&src, &t);
+    assert_true(get(&t, "beanstalkd_ha_binlog_filesystem_size_bytes") == (double)m.fs_size_bytes);
+    bqp_free(&t);
+    assert_int_equal(rmdir(dir), 0);
+    /* A directory that is gone: no figures, and no families. */
+    assert_int_equal(bq_metrics_filesystem_read(dir, &m), -1);
+    assert_false(m.fs_known);
+    render_and_parse(&src, &t);
+    double v;
+    assert_false(bqp_get(&t, "beanstalkd_ha_binlog_filesystem_avail_bytes", &v));
+    assert_true(get(&t, "beanstalkd_ha_binlog_segments") == 0);
+    bqp_free(&t);
+}
+
+static void certificate_expiry_is_its_not_after(void **state)
+{
+    (void)state;
+    int64_t not_after = 0;
+    /* No context made yet in this process: no TLS, no figure. */
+    assert_false(bq_tls_certificate_expiry(&not_after));
+    char dir[] = "/tmp/bq-metrics-tls-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char cmd[512], cert[128], key[128], ca[128];
+    snprintf(cmd, sizeof cmd, "'%s' '%s' n1", BQ_MKCERTS, dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(cert, sizeof cert, "%s/n1.pem", dir);
+    snprintf(key, sizeof key, "%s/n1.key", dir);
+    snprintf(ca, sizeof ca, "%s/ca.pem", dir);
+    bq_tls_files_t files = {.cert = cert, .key = key, .ca = ca};
+    char err[256];
+    time_t before = time(NULL);
+    SSL_CTX *ctx = bq_tls_ctx_new(true, &files, err, sizeof err);
+    if (!ctx)
+        fail_msg("%s", err);
+    assert_true(bq_tls_certificate_expiry(&not_after));
+    /* deploy/mkcerts signs for 825 days from now (the minute may turn). */
+    int64_t expect = (int64_t)before + 825LL * 86400;
+    assert_true(not_after >= expect - 120 && not_after <= expect + 120);
+    bq_metrics_source_t src = {.has_tls_cert = true, .tls_cert_not_after = not_after};
+    bqp_text_t t;
+    render_and_parse(&src, &t);
+    assert_true(get(&t, "beanstalkd_ha_tls_certificate_expiry_timestamp_seconds") ==
+                (double)not_after);
+    bqp_free(&t);
+    SSL_CTX_free(ctx);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -244,6 +329,8 @@ int main(void)
         cmocka_unit_test(counters_survive_the_environment_round_trip),
         cmocka_unit_test(histogram_buckets_include_their_bound),
         cmocka_unit_test(proc_stat_lines_parse),
+        cmocka_unit_test(binlog_filesystem_is_statvfs),
+        cmocka_unit_test(certificate_expiry_is_its_not_after),
     };
     return cmocka_run_group_tests_name("node_metrics", tests, NULL, NULL);
 }
