@@ -3,7 +3,9 @@
 // an octal number there) and validated against the OpenAPI schema of its
 // apiVersion and kind that the npm package kubernetes-models bundles. A
 // kind without a schema here is an error, not a pass. A Kustomization must
-// list exactly the other manifests of its directory.
+// list exactly the other manifests of its directory, but for those that
+// hold only kinds of a CRD that a cluster may lack (the Prometheus
+// Operator's PrometheusRule: applied on its own, deploy/k8s/README.md).
 //
 // The schemas check types, enums, formats and required fields; like the
 // API server's non-strict mode they accept unknown fields, so
@@ -12,13 +14,14 @@
 //   node validate-k8s.mjs FILE.yaml...     exit 0 if all valid, 1 if not
 //   node validate-k8s.mjs -                the documents on stdin
 import { readFileSync, readdirSync } from "node:fs";
-import { basename, dirname } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { parseAllDocuments } from "yaml";
 import { StatefulSet } from "kubernetes-models/apps/v1/StatefulSet";
 import { NetworkPolicy } from "kubernetes-models/networking.k8s.io/v1/NetworkPolicy";
 import { PodDisruptionBudget } from "kubernetes-models/policy/v1/PodDisruptionBudget";
 import { Secret } from "kubernetes-models/v1/Secret";
 import { Service } from "kubernetes-models/v1/Service";
+import { PrometheusRule } from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PrometheusRule";
 
 const models = {
   "apps/v1 StatefulSet": StatefulSet,
@@ -26,7 +29,19 @@ const models = {
   "policy/v1 PodDisruptionBudget": PodDisruptionBudget,
   "v1 Secret": Secret,
   "v1 Service": Service,
+  "monitoring.coreos.com/v1 PrometheusRule": PrometheusRule,
 };
+
+// Kinds of a CRD: a file holding only these may stay out of a Kustomization.
+const crdKinds = new Set(["monitoring.coreos.com/v1 PrometheusRule"]);
+
+function onlyCrdKinds(path) {
+  const docs = parseAllDocuments(readFileSync(path, "utf8"), { version: "1.1" });
+  return docs.length > 0 && docs.every((d) => {
+    const o = d.toJS();
+    return o && crdKinds.has(`${o.apiVersion} ${o.kind}`);
+  });
+}
 
 // The other *.yaml files of a Kustomization's directory must be its resources.
 function checkKustomization(file, obj) {
@@ -34,6 +49,7 @@ function checkKustomization(file, obj) {
   const listed = [...(obj.resources ?? [])].sort();
   const present = readdirSync(dirname(file))
     .filter((n) => n.endsWith(".yaml") && n !== basename(file))
+    .filter((n) => listed.includes(n) || !onlyCrdKinds(join(dirname(file), n)))
     .sort();
   if (JSON.stringify(listed) === JSON.stringify(present)) return [];
   return [`resources ${JSON.stringify(listed)} but the directory has ${JSON.stringify(present)}`];
