@@ -12,6 +12,8 @@
 #   - every expression of every panel of beanstalkd-ha.dashboard.json, with
 #     the dashboard's variables substituted ($job and $instance by .+,
 #     $__rate_interval by 10s), is valid and returns at least one series;
+#   - each node's certificate expiry (deploy/mkcerts: 825 days) and binlog
+#     filesystem figures are what they must be;
 #   - every alerting rule was loaded and evaluates without an error;
 #   - so that the check is shown able to fail: a copy of the dashboard with
 #     one metric name misspelled (beanstalkd_ha_epoch -> beanstalkd_ha_epoc)
@@ -219,6 +221,16 @@ end
 names = metric_names(panel_queries(dashboard) + variable_queries(dashboard) + rule_exprs(rules))
 puts "ok: #{names.size} metric names and #{panel_queries(dashboard).size} panel queries " \
      "(#{dashboard['panels'].count { |p| p['type'] != 'row' }} panels) return series"
+
+# The new figures are the nodes' own: deploy/mkcerts signs for 825 days, and
+# the binlog directories' filesystem is this machine's.
+$step = 'certificate and disk figures'
+r, = query(prom_port, "count((beanstalkd_ha_tls_certificate_expiry_timestamp_seconds - time()) / 86400 > 824 < 826)")
+fail!("not every node's certificate expires in 825 days: #{r.inspect}") unless r && r[0] && r[0]['value'][1] == '3'
+r, = query(prom_port, 'count(beanstalkd_ha_binlog_filesystem_avail_bytes <= beanstalkd_ha_binlog_filesystem_size_bytes ' \
+                      'and beanstalkd_ha_binlog_filesystem_size_bytes > 0)')
+fail!("the binlog filesystem figures are not sizes: #{r.inspect}") unless r && r[0] && r[0]['value'][1] == '3'
+puts 'ok: every node exports its certificate (825 days left) and its binlog filesystem'
 
 $step = 'rules loaded'
 wait_until('every alerting rule loaded and evaluated without error', 30) do
