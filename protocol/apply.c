@@ -228,10 +228,19 @@ static int apply_pause(bq_engine_t *e, const Bq__Log__TubePause *p, bq_now_t now
     size_t len = p->tube ? strlen(p->tube) : 0;
     if (!p->tube || !bq_tube_name_valid(p->tube, len) || p->pause_ns <= 0)
         return BQ_EBADRECORD;
-    if (p->unpause_wall <= now.wall)
-        return 0; /* the pause is over */
-    int64_t unpause_at = bq__clock_convert(p->unpause_wall, now.wall, now.mono);
     bq_tube_t *t = bq__tube_find(e, p->tube, len);
+    if (p->unpause_wall <= now.wall) {
+        /* The pause is over, and so is any earlier one it replaced: an
+         * unpause (pause-tube 0, a pause of 1 ns) must not leave a longer
+         * pause running here. The tube unpauses at the next tick. */
+        bq_pending_pause_t *pending = t ? NULL : pending_pause(e, p->tube, len, now);
+        if (pending)
+            *pending = e->pending_pauses[--e->npending_pauses];
+        if (t && bq__tube_paused(t))
+            pause_tube(e, t, p->pause_ns, now.mono);
+        return 0;
+    }
+    int64_t unpause_at = bq__clock_convert(p->unpause_wall, now.wall, now.mono);
     if (!t) /* its jobs may follow (moved by compaction after the checkpoint) */
         return add_pending_pause(e, p->tube, len, p->pause_ns, unpause_at, now);
     pause_tube(e, t, p->pause_ns, unpause_at);

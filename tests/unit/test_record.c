@@ -970,6 +970,30 @@ static void replay_of_a_pause_that_ended_is_ignored(void **state)
     h_done(h);
 }
 
+/* An unpause (pause-tube 0) replayed after its pause ended must end the
+ * longer pause before it: a standby that applied both, or a replay soon
+ * after, would otherwise keep the tube paused (found by the console's
+ * browser test: the new primary showed an unpaused tube paused). */
+static void replay_of_an_unpause_ends_the_pause_before_it(void **state)
+{
+    (void)state;
+    harness_t *h = h_new_logged(0);
+    int a = h_open(h);
+    h_put(h, a, 1, 0, 10, "x");
+    h_cmd(h, a, "pause-tube default 60\r\n", "PAUSED\r\n");
+    h_cmd(h, a, "pause-tube default 0\r\n", "PAUSED\r\n");
+    bq_now_t later = {.mono = H_S(1), .wall = h->now.wall + H_S(1)};
+    harness_t *r = replay(h, later);
+    bq_engine_tick(r->e, later);
+    assert_false(bq__tube_paused(r->e->default_tube));
+    h_done(r);
+    /* the same for a tube whose pause waits for its jobs (pending) */
+    apply_ok(h, pause_blob("t9", H_S(60), H_WALL0 + H_S(60)), 1);
+    apply_ok(h, pause_blob("t9", 1, H_WALL0 - 1), 1);
+    assert_int_equal(h->e->npending_pauses, 0);
+    h_done(h);
+}
+
 static void replay_pause_logged_before_its_jobs_keeps_the_pause(void **state)
 {
     (void)state;
@@ -1815,6 +1839,7 @@ int main(void)
         cmocka_unit_test(replay_twice_is_idempotent),
         cmocka_unit_test(replay_reserve_job_of_buried_job_is_buried_again),
         cmocka_unit_test(replay_of_a_pause_that_ended_is_ignored),
+        cmocka_unit_test(replay_of_an_unpause_ends_the_pause_before_it),
         cmocka_unit_test(replay_pause_logged_before_its_jobs_keeps_the_pause),
         cmocka_unit_test(replay_full_record_of_the_only_job_keeps_the_pause),
         cmocka_unit_test(apply_refuses_garbage),
