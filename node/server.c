@@ -12,6 +12,7 @@
 #include "node/admin/routes.h"
 #include "node/base/clock.h"
 #include "node/client/conn.h"
+#include "node/client/pair.h"
 #include "node/base/counters.h"
 
 /* A standby runs no timers: its engine changes only by the primary's records. */
@@ -112,13 +113,32 @@ static void on_prepare(uv_prepare_t *p)
     arm_timer(s);
 }
 
-static void on_accept(bq_listener_t *l, int fd)
+/* Serves the client socket fd (taken): proxied to the primary on a
+ * standby, else a connection of this node's. */
+static void serve_client(bq_server_t *s, int fd)
 {
-    bq_server_t *s = l->data;
     if (standby(s))
         bq_cluster_accept(s->cluster, fd);
     else
         bq_conn_open(&s->clients, fd);
+}
+
+static void on_accept(bq_listener_t *l, int fd)
+{
+    serve_client(l->data, fd);
+}
+
+/* The admin console's own client connection (bq_admin_node_t.open_client). */
+static int open_own_client(void *arg, bool *is_unix)
+{
+    bq_server_t *s = arg;
+    int fds[2];
+    *is_unix = s->listener.is_unix;
+    int r = bq_client_pair(*is_unix, fds);
+    if (r < 0)
+        return r;
+    serve_client(s, fds[1]);
+    return fds[0];
 }
 
 static void close_handle(uv_handle_t *h)
@@ -136,9 +156,7 @@ static void stop(bq_server_t *s, const char *why)
     bq_listen_close(&s->listener);
     bq_clients_close_all(&s->clients);
     bq_binlog_stop(s->binlog);
-    if (s->admin)
-        bq_admin_stop(s->admin);
-    s->admin = NULL;
+    bq_admin_routes_stop(&s->admin_node, &s->admin);
     bq_cluster_close(s->cluster);
     close_handle((uv_handle_t *)&s->timer);
     close_handle((uv_handle_t *)&s->prepare);
@@ -373,8 +391,12 @@ int bq_server_start_cluster(bq_server_t *s, const bq_flags_t *f, const bq_failov
                               .arg = s};
     if (f->role != BQ_ROLE_SINGLE && bq_cluster_start(&s->cluster, &host, f, plan, argv) != 0)
         return BQ_SERVER_EINIT;
-    s->admin_node = (bq_admin_node_t){
-        .loop = &s->loop, .engine = s->engine, .binlog = s->binlog, .cluster = s->cluster};
+    s->admin_node = (bq_admin_node_t){.loop = &s->loop,
+                                      .engine = s->engine,
+                                      .binlog = s->binlog,
+                                      .cluster = s->cluster,
+                                      .open_client = open_own_client,
+                                      .arg = s};
     return bq_admin_routes_start(&s->admin_node, f, &s->admin) == 0 ? 0 : BQ_SERVER_EINIT;
 }
 
@@ -393,9 +415,7 @@ void bq_server_free(bq_server_t *s)
 {
     bq_listen_close(&s->listener);
     bq_binlog_stop(s->binlog);
-    if (s->admin)
-        bq_admin_stop(s->admin);
-    s->admin = NULL;
+    bq_admin_routes_stop(&s->admin_node, &s->admin);
     bq_cluster_close(s->cluster);
     if (s->loop.data == s) {
         /* After a failed init some handles may still be open. */

@@ -73,6 +73,7 @@ typedef struct conn conn_t;
 struct bq_admin_reply {
     conn_t *conn; /* NULL once the connection is gone */
     bool keep_alive;
+    bool head; /* a HEAD request: the answer has no body */
 };
 
 struct conn {
@@ -180,6 +181,7 @@ typedef struct resp {
     const char *allow; /* the Allow header's value, or NULL */
     const char *body;
     size_t len;
+    const char *extra; /* more header lines, each ending in CRLF, or NULL */
 } resp_t;
 
 static const char *reason(int status)
@@ -225,20 +227,24 @@ static void send_response(conn_t *c, const resp_t *r, bool head, bool keep_alive
     char hdr[512];
     int n = snprintf(hdr, sizeof hdr,
                      "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s%s%s"
-                     "Cache-Control: no-store\r\nConnection: %s\r\n\r\n",
+                     "Cache-Control: no-store\r\nConnection: %s\r\n",
                      r->status, reason(r->status), r->type, r->len, r->allow ? "Allow: " : "",
                      r->allow ? r->allow : "", r->allow ? "\r\n" : "",
                      keep_alive ? "keep-alive" : "close");
+    size_t elen = r->extra ? strlen(r->extra) : 0;
     size_t blen = head ? 0 : r->len;
-    char *data = malloc((size_t)n + blen);
+    char *data = n > 0 && (size_t)n < sizeof hdr ? malloc((size_t)n + elen + 2 + blen) : NULL;
     if (data == NULL) {
         end_conn(c, false);
         return;
     }
     memcpy(data, hdr, (size_t)n);
+    if (elen > 0)
+        memcpy(data + n, r->extra, elen);
+    memcpy(data + n + elen, "\r\n", 2);
     if (blen > 0)
-        memcpy(data + n, r->body, blen);
-    bq_stream_write(c->s, (uint8_t *)data, (size_t)n + blen); /* a failure ends c */
+        memcpy(data + n + elen + 2, r->body, blen);
+    bq_stream_write(c->s, (uint8_t *)data, (size_t)n + elen + 2 + blen); /* a failure ends c */
     c->answered = true;
     c->since = uv_now(c->a->loop);
     if (!keep_alive)
@@ -246,19 +252,30 @@ static void send_response(conn_t *c, const resp_t *r, bool head, bool keep_alive
 }
 
 /* Answers with text and a final newline as a text/plain body. */
+/* text with a final newline: new (free it), its length in *n; NULL when
+ * out of memory. */
+static char *text_body(const char *text, size_t *n)
+{
+    *n = strlen(text);
+    char *body = malloc(*n + 2);
+    if (body == NULL)
+        return NULL;
+    memcpy(body, text, *n);
+    if (*n == 0 || text[*n - 1] != '\n')
+        body[(*n)++] = '\n';
+    return body;
+}
+
 static void send_text(conn_t *c, int status, const char *text, const char *allow, bool head,
                       bool keep_alive)
 {
-    size_t n = strlen(text);
-    char *body = malloc(n + 2);
+    size_t n;
+    char *body = text_body(text, &n);
     if (body == NULL) {
         end_conn(c, false);
         return;
     }
-    memcpy(body, text, n);
-    if (n == 0 || text[n - 1] != '\n')
-        body[n++] = '\n';
-    resp_t r = {status, TEXT, allow, body, n};
+    resp_t r = {status, TEXT, allow, body, n, NULL};
     send_response(c, &r, head, keep_alive);
     free(body);
 }
@@ -307,7 +324,7 @@ static void serve_document(conn_t *c, const bq_http_request_t *q, char *(*make)(
         send_text(c, 500, "out of memory", NULL, is_head(q), q->keep_alive);
         return;
     }
-    resp_t r = {200, type, NULL, doc, strlen(doc)};
+    resp_t r = {200, type, NULL, doc, strlen(doc), NULL};
     send_response(c, &r, is_head(q), q->keep_alive);
     free(doc);
 }
@@ -331,7 +348,7 @@ static bq_admin_reply_t *hold(conn_t *c, const bq_http_request_t *q)
         send_text(c, 500, "out of memory", NULL, false, q->keep_alive);
         return NULL;
     }
-    *r = (bq_admin_reply_t){.conn = c, .keep_alive = q->keep_alive};
+    *r = (bq_admin_reply_t){.conn = c, .keep_alive = q->keep_alive, .head = is_head(q)};
     c->pending = r;
     uv_timer_stop(&c->timer);
     return r;
@@ -370,6 +387,33 @@ static void serve_switchover(conn_t *c, const bq_http_request_t *q)
     }
 }
 
+/* The console's paths: "/", "/ui" and under it, "/api/" and under it. */
+static bool is_console_path(const bq_http_request_t *q)
+{
+    return bq_http_path_is(q, "/") || bq_http_path_is(q, "/ui") ||
+           (q->path_len >= 4 && memcmp(q->path, "/ui/", 4) == 0) ||
+           (q->path_len >= 5 && memcmp(q->path, "/api/", 5) == 0);
+}
+
+/* Hands a console request to its handler, which answers through a reply
+ * handle, now or later. */
+static void serve_console(conn_t *c, const bq_http_request_t *q)
+{
+    const bq_admin_handlers_t *h = &c->a->h;
+    if (h->console == NULL) {
+        not_found(c, q);
+        return;
+    }
+    bq_admin_request_t req = {.http = q,
+                              .over_tls = bq_stream_is_tls(c->s),
+                              .tls_configured = c->a->cfg.tls != NULL,
+                              .cert_name = bq_stream_peer_name(c->s),
+                              .source = c->source};
+    bq_admin_reply_t *r = hold(c, q);
+    if (r)
+        h->console(h->arg, &req, r);
+}
+
 typedef struct route {
     const char *path;
     bool post; /* POST only; else GET and HEAD */
@@ -394,6 +438,10 @@ static void log_post(const conn_t *c, const bq_http_request_t *q)
 static void handle_request(conn_t *c)
 {
     const bq_http_request_t *q = &c->req;
+    if (is_console_path(q)) {
+        serve_console(c, q); /* the console logs its own actions */
+        return;
+    }
     if (q->method == BQ_HTTP_POST)
         log_post(c, q);
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
@@ -731,21 +779,43 @@ int bq_admin_start(uv_loop_t *loop, const bq_admin_config_t *cfg, const bq_admin
     return 0;
 }
 
-void bq_admin_respond(bq_admin_reply_t *r, int status, const char *text)
+/* Consumes r and answers its connection with resp (dropped when the client
+ * went away), then parses the requests that waited. */
+static void answer_held(bq_admin_reply_t *r, resp_t *resp)
 {
     conn_t *c = r->conn;
-    bool keep_alive = r->keep_alive;
+    bool keep_alive = r->keep_alive, head = r->head;
     free(r);
     if (c == NULL)
         return; /* the client went away, or the server stopped */
     c->pending = NULL;
-    if (status < 100 || status > 599)
-        status = 500;
-    send_text(c, status, text ? text : "", NULL, false, keep_alive);
+    if (resp->status < 100 || resp->status > 599)
+        resp->status = 500;
+    send_response(c, resp, head, keep_alive);
     if (c->closing)
         return;
     restart_deadline(c);
     process(c); /* the requests that waited; a no-op when answered from the handler */
+}
+
+void bq_admin_respond(bq_admin_reply_t *r, int status, const char *text)
+{
+    size_t n;
+    char *body = text_body(text ? text : "", &n);
+    resp_t resp = {body ? status : 500,
+                   TEXT,
+                   NULL,
+                   body ? body : "out of memory\n",
+                   body ? n : strlen("out of memory\n"),
+                   NULL};
+    answer_held(r, &resp);
+    free(body);
+}
+
+void bq_admin_answer(bq_admin_reply_t *r, const bq_admin_answer_t *ans)
+{
+    resp_t resp = {ans->status, ans->type, NULL, ans->body, ans->len, ans->headers};
+    answer_held(r, &resp);
 }
 
 const char *bq_admin_address(const bq_admin_t *a)

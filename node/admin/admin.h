@@ -12,6 +12,7 @@
  *   GET  /metrics                  200 Prometheus text exposition 0.0.4
  *   POST /promote[?force=1]        this standby becomes primary
  *   POST /switchover?to=NODE       the primary hands over to NODE
+ *   /, /ui/..., /api/...           the web console (node/admin/console.h)
  *
  * The server only parses and routes: the node answers through the handlers
  * below. Mutating requests may take time (an election, a switchover): their
@@ -27,8 +28,30 @@
 
 #include <openssl/ssl.h>
 
+#include "node/admin/http_request.h"
+
 typedef struct bq_admin bq_admin_t;
 typedef struct bq_admin_reply bq_admin_reply_t;
+
+/* A request for the console (bq_admin_handlers_t.console): borrowed for the
+ * handler's call only. */
+typedef struct bq_admin_request {
+    const bq_http_request_t *http; /* method, path, query and headers */
+    bool over_tls;                 /* it came over TLS */
+    bool tls_configured;           /* the node has TLS (certificates) */
+    const char *cert_name;         /* the allowed name the client's certificate matched, or NULL */
+    const char *source;            /* the client's address, without its port */
+} bq_admin_request_t;
+
+/* An answer of the console's: status, Content-Type, extra header lines
+ * (each ending in CRLF, or NULL) and body; all copied by bq_admin_answer. */
+typedef struct bq_admin_answer {
+    int status;
+    const char *type;
+    const char *headers;
+    const char *body;
+    size_t len;
+} bq_admin_answer_t;
 
 typedef struct bq_admin_handlers {
     void *arg;
@@ -43,6 +66,10 @@ typedef struct bq_admin_handlers {
     void (*promote)(void *arg, bool force, bq_admin_reply_t *r);
     /* POST /switchover?to=NODE (to: borrowed for the call): as promote. */
     void (*switchover)(void *arg, const char *to, bq_admin_reply_t *r);
+    /* "/", "/ui/..." and "/api/..." in any method (the console decides who
+     * may do what): answer r with bq_admin_answer or bq_admin_respond, now
+     * or later. NULL: those paths answer 404. */
+    void (*console)(void *arg, const bq_admin_request_t *q, bq_admin_reply_t *r);
 } bq_admin_handlers_t;
 
 typedef struct bq_admin_config {
@@ -70,6 +97,10 @@ int bq_admin_start(uv_loop_t *loop, const bq_admin_config_t *cfg, const bq_admin
  * text body (copied), and consumes r. If the client went away meanwhile the
  * answer is dropped. Call exactly once per handle. */
 void bq_admin_respond(bq_admin_reply_t *r, int status, const char *text);
+
+/* As bq_admin_respond, with the answer's own type, headers and body (no
+ * body for a HEAD request). Call exactly once per handle. */
+void bq_admin_answer(bq_admin_reply_t *r, const bq_admin_answer_t *ans);
 
 /* The address actually bound ("127.0.0.1:11380"), for logs and tests. */
 const char *bq_admin_address(const bq_admin_t *a);

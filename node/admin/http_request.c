@@ -331,14 +331,14 @@ static bool key_matches(const char *s, size_t n, const char *key)
     return key[k] == '\0';
 }
 
-static bool is_value_char(int c)
+static bool is_value_char(int c, const char *extra)
 {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-           c == '_' || c == '-';
+           c == '_' || c == '-' || (c != 0 && extra != NULL && strchr(extra, c) != NULL);
 }
 
 /* Percent-decodes s[0..n) into out; -1 when malformed, disallowed or too long. */
-static int decode_value(const char *s, size_t n, char *out, size_t outlen)
+static int decode_value(const char *s, size_t n, char *out, size_t outlen, const char *extra)
 {
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
@@ -347,7 +347,7 @@ static int decode_value(const char *s, size_t n, char *out, size_t outlen)
             c = hexpair(s + i + 1, n - i - 1);
             i += 2;
         }
-        if (!is_value_char(c) || k + 1 >= outlen)
+        if (!is_value_char(c, extra) || k + 1 >= outlen)
             return -1;
         out[k++] = (char)c;
     }
@@ -355,8 +355,9 @@ static int decode_value(const char *s, size_t n, char *out, size_t outlen)
     return 0;
 }
 
-int bq_http_query_get(const char *query, size_t query_len, const char *key, char *out,
-                      size_t outlen)
+/* bq_http_query_get, with the bytes of extra allowed in values too. */
+static int query_get(const char *query, size_t query_len, const char *key, char *out, size_t outlen,
+                     const char *extra)
 {
     int found = 0;
     if (outlen > 0)
@@ -371,10 +372,23 @@ int bq_http_query_get(const char *query, size_t query_len, const char *key, char
             if (found || outlen == 0)
                 return -1;
             found = 1;
-            if (decode_value(s + klen + (eq != NULL), n - klen - (eq != NULL), out, outlen) < 0)
+            if (decode_value(s + klen + (eq != NULL), n - klen - (eq != NULL), out, outlen, extra) <
+                0)
                 return -1;
         }
         at += n + (amp != NULL);
     }
     return found;
+}
+
+int bq_http_query_get(const char *query, size_t query_len, const char *key, char *out,
+                      size_t outlen)
+{
+    return query_get(query, query_len, key, out, outlen, NULL);
+}
+
+int bq_http_query_get_name(const char *query, size_t query_len, const char *key, char *out,
+                           size_t outlen)
+{
+    return query_get(query, query_len, key, out, outlen, "+/;$()");
 }

@@ -102,6 +102,11 @@ int bq_http_parse_request(const char *buf, size_t len, size_t last_len, bq_http_
 int bq_http_query_get(const char *query, size_t query_len, const char *key, char *out,
                       size_t outlen);
 
+/* As bq_http_query_get, also allowing the other bytes of a beanstalk name
+ * (+ / ; $ ( ): a tube's name. */
+int bq_http_query_get_name(const char *query, size_t query_len, const char *key, char *out,
+                           size_t outlen);
+
 /* True when the request's path is exactly path (NUL-terminated). */
 bool bq_http_path_is(const bq_http_request_t *req, const char *path);
 

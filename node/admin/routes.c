@@ -12,8 +12,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "node/admin/access.h"
+#include "node/admin/console.h"
+#include "node/admin/console_auth.h"
 #include "node/base/log.h"
 #include "node/admin/metrics.h"
 #include "replication/tls.h"
@@ -267,6 +270,12 @@ static void h_promote(void *arg, bool force, bq_admin_reply_t *r)
                              "majority of voters agrees");
 }
 
+static void h_console(void *arg, const bq_admin_request_t *q, bq_admin_reply_t *r)
+{
+    const bq_admin_node_t *s = arg;
+    bq_console_handle(s->console, q, r);
+}
+
 static void switchover_done(void *arg, int status, const char *text)
 {
     bq_admin_respond(arg, status, text);
@@ -282,7 +291,66 @@ static void h_switchover(void *arg, const char *to, bq_admin_reply_t *r)
         bq_admin_respond(r, 409, why);
 }
 
-int bq_admin_routes_start(const bq_admin_node_t *s, const bq_flags_t *f, bq_admin_t **out)
+/* Reads the operator password: the first line of path (without its line
+ * end) into buf[BQ_CONSOLE_PASSWORD_MAX + 1], its length in *len. 0, or -1
+ * (logged). */
+static int read_password(const char *path, char *buf, size_t *len)
+{
+    FILE *fp = fopen(path, "re");
+    struct stat st;
+    if (fp == NULL) {
+        bq_log(BQ_LOG_ERROR, "cannot read the console password file", "path=\"%s\" err=\"%s\"",
+               path, strerror(errno));
+        return -1;
+    }
+    if (fstat(fileno(fp), &st) == 0 && (st.st_mode & 077) != 0)
+        bq_log(BQ_LOG_WARN, "the console password file is readable by others",
+               "path=\"%s\" mode=%03o", path, (unsigned)(st.st_mode & 0777));
+    size_t n = fgets(buf, BQ_CONSOLE_PASSWORD_MAX + 1, fp) ? strcspn(buf, "\r\n") : 0;
+    fclose(fp);
+    buf[n] = '\0';
+    if (n < BQ_CONSOLE_PASSWORD_MIN || n >= BQ_CONSOLE_PASSWORD_MAX) {
+        bq_log(BQ_LOG_ERROR, "the console password must be one line of 12 to 255 bytes",
+               "path=\"%s\" length=%zu", path, n);
+        return -1;
+    }
+    *len = n;
+    return 0;
+}
+
+/* The node's console, with its password file read; NULL (logged) when it
+ * cannot start. */
+static bq_console_t *start_console(bq_admin_node_t *s, const bq_flags_t *f)
+{
+    char pw[BQ_CONSOLE_PASSWORD_MAX + 1];
+    size_t pwlen = 0;
+    if (f->console_password_file && read_password(f->console_password_file, pw, &pwlen) != 0)
+        return NULL;
+    bq_console_config_t cfg = {.loop = s->loop,
+                               .open_client = s->open_client,
+                               .client_arg = s->arg,
+                               .switchover = s->cluster ? h_switchover : NULL,
+                               .arg = s,
+                               .node_id = f->node_id,
+                               .password = f->console_password_file ? pw : NULL,
+                               .password_len = pwlen};
+    bq_console_t *con = bq_console_new(&cfg);
+    memset(pw, 0, sizeof pw);
+    if (con == NULL)
+        bq_log(BQ_LOG_ERROR, "cannot start the web console", "err=\"out of memory\"");
+    return con;
+}
+
+void bq_admin_routes_stop(bq_admin_node_t *node, bq_admin_t **admin)
+{
+    if (*admin)
+        bq_admin_stop(*admin);
+    *admin = NULL;
+    bq_console_free(node->console);
+    node->console = NULL;
+}
+
+int bq_admin_routes_start(bq_admin_node_t *s, const bq_flags_t *f, bq_admin_t **out)
 {
     static const char *names[2];
     size_t n = 0;
@@ -315,12 +383,15 @@ int bq_admin_routes_start(const bq_admin_node_t *s, const bq_flags_t *f, bq_admi
                              .status = h_status,
                              .metrics = h_metrics,
                              .promote = h_promote,
-                             .switchover = h_switchover};
+                             .switchover = h_switchover,
+                             .console = h_console};
     if (bq_flags_admin_scope(f) == BQ_FLAGS_ADMIN_NOT_NUMERIC) {
         bq_log(BQ_LOG_ERROR, "the admin API needs a numeric address (IPv4 or [IPv6])", "addr=%s",
                f->admin_listen);
         return -1;
     }
+    if ((s->console = start_console(s, f)) == NULL)
+        return -1;
     int r = bq_admin_start(s->loop, &cfg, &h, out);
     if (r == -EINVAL) {
         bq_log(BQ_LOG_ERROR, "the admin API needs TLS off loopback (--tls-cert/--tls-key/--tls-ca)",

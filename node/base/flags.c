@@ -397,6 +397,7 @@ static const long_arg_t long_args[] = {
     {"failover", set_failover, 0, 0, true},
     {"failover-timeout", set_ms, FIELD(failover_timeout_ms), 100, true},
     {"admin-listen", set_admin, FIELD(admin_listen), 0, false},
+    {"console-password-file", set_file, FIELD(console_password_file), 0, false},
 };
 
 /* The value of the long option argv[*i]: after its "=", or the next
@@ -627,6 +628,9 @@ bq_flags_action_t bq_flags_parse(bq_flags_t *f, int argc, char *const *argv)
     }
     if (check_cluster(f, cluster) != BQ_FLAGS_RUN || check_import(f) == BQ_FLAGS_USAGE)
         return f->action;
+    if (f->console_password_file && !f->admin_listen)
+        return fail(f, "flag requires --admin-listen (the console is on the admin port)",
+                    "--console-password-file");
     if (!f->check_config)
         return f->action;
     if (f->action == BQ_FLAGS_IMPORT)
@@ -830,8 +834,13 @@ static void usage_cluster(FILE *out)
         "                         acknowledging writes, >= 100 (default %d)\n"
         " --admin-listen [HOST:]PORT\n"
         "                         the admin HTTP API (status, metrics, promote,\n"
-        "                         switchover); HOST defaults to 127.0.0.1, any\n"
-        "                         other than loopback needs the TLS flags\n",
+        "                         switchover) and web console; HOST defaults to\n"
+        "                         127.0.0.1, any other than loopback needs the\n"
+        "                         TLS flags\n"
+        " --console-password-file FILE\n"
+        "                         the web console's operator password (its first\n"
+        "                         line, at least 12 bytes): log in to see job\n"
+        "                         bodies and act without a client certificate\n",
         DEFAULT_CLUSTER_ID, BQ_FLAGS_MAX_PEERS, DEFAULT_SYNC_TIMEOUT_MS, DEFAULT_REPL_TIMEOUT_MS,
         DEFAULT_STATUS_INTERVAL_MS, DEFAULT_FAILOVER_TIMEOUT_MS);
 }

@@ -94,6 +94,7 @@ typedef struct bq_flags {
     size_t failover_timeout_ms; /* --failover-timeout MS (default 1000) */
     const char *admin_listen;   /* --admin-listen [HOST:]PORT as HOST:PORT; NULL: none */
     char admin_buf[300];        /* admin_listen when the host was left out */
+    const char *console_password_file; /* --console-password-file FILE; NULL: none */
 } bq_flags_t;
 
 /* Parses argv[0..argc) (the arguments after the program name) into *f.

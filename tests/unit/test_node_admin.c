@@ -149,8 +149,8 @@ static void fake_switchover(void *arg, const char *to, bq_admin_reply_t *r)
     bq_admin_respond(r, 202, "switching over");
 }
 
-static const bq_admin_handlers_t handlers = {NULL,         fake_ready,   fake_status,
-                                             fake_metrics, fake_promote, fake_switchover};
+static const bq_admin_handlers_t handlers = {
+    NULL, fake_ready, fake_status, fake_metrics, fake_promote, fake_switchover, NULL};
 
 /* ---- clients --------------------------------------------------------- */
 
