@@ -82,32 +82,17 @@ static void answer_error(bq_admin_reply_t *r, int status, const char *why)
 
 /* ---- the request ------------------------------------------------------ */
 
-/* The value of header name (case-insensitive) into *v, *n; false when absent. */
-static bool header(const bq_http_request_t *h, const char *name, const char **v, size_t *n)
-{
-    size_t len = strlen(name);
-    for (size_t i = 0; i < h->num_headers; i++) {
-        const bq_http_header_t *f = &h->headers[i];
-        if (f->name_len == len && strncasecmp(f->name, name, len) == 0) {
-            *v = f->value;
-            *n = f->value_len;
-            return true;
-        }
-    }
-    return false;
-}
-
 /* True when the request's Origin header names a page of another site
  * (another scheme's "null", or a host and port that are not Host's). */
 static bool foreign_origin(const bq_http_request_t *h)
 {
     const char *o, *host;
     size_t olen, hlen;
-    if (!header(h, "Origin", &o, &olen))
+    if (!bq_http_header_get(h, "Origin", &o, &olen))
         return false;
     const char *sep = olen > 3 ? memchr(o, ':', olen) : NULL;
     if (sep == NULL || (size_t)(o + olen - sep) < 3 || memcmp(sep, "://", 3) != 0 ||
-        !header(h, "Host", &host, &hlen))
+        !bq_http_header_get(h, "Host", &host, &hlen))
         return true;
     const char *rest = sep + 3;
     size_t rlen = (size_t)(o + olen - rest);
@@ -119,8 +104,8 @@ static const char *session_csrf(bq_console_t *con, const bq_http_request_t *h)
 {
     const char *cookie, *sid;
     size_t clen, slen;
-    if (!bq_console_auth_enabled(con->auth) || !header(h, "Cookie", &cookie, &clen) ||
-        !bq_console_cookie(cookie, clen, con->cookie, &sid, &slen))
+    if (!bq_console_auth_enabled(con->auth) || !bq_http_header_get(h, "Cookie", &cookie, &clen) ||
+        !bq_http_cookie_get(cookie, clen, con->cookie, &sid, &slen))
         return NULL;
     return bq_console_session(con->auth, sid, slen, (int64_t)uv_now(con->cfg.loop));
 }
@@ -153,7 +138,7 @@ static bool allowed(bq_console_t *con, const bq_admin_request_t *q, bool action,
                               .session_csrf = session_csrf(con, q->http),
                               .foreign_origin = foreign_origin(q->http),
                               .action = action};
-    if (header(q->http, "X-CSRF-Token", &csrf, &csrf_len)) {
+    if (bq_http_header_get(q->http, "X-CSRF-Token", &csrf, &csrf_len)) {
         in.csrf = csrf;
         in.csrf_len = csrf_len;
     }
@@ -226,7 +211,7 @@ static void api_login(bq_console_t *con, const bq_admin_request_t *q, bq_admin_r
         answer_error(r, 404, "no operator password is set (--console-password-file)");
         return;
     }
-    if (!header(q->http, "Authorization", &auth, &alen) || alen < 7 ||
+    if (!bq_http_header_get(q->http, "Authorization", &auth, &alen) || alen < 7 ||
         strncasecmp(auth, "Bearer ", 7) != 0 || alen - 7 > BQ_CONSOLE_PASSWORD_MAX) {
         answer_error(r, 400, "want the header Authorization: Bearer PASSWORD");
         return;
@@ -265,8 +250,8 @@ static void api_logout(bq_console_t *con, const bq_admin_request_t *q, bq_admin_
 {
     const char *cookie, *sid;
     size_t clen, slen;
-    if (header(q->http, "Cookie", &cookie, &clen) &&
-        bq_console_cookie(cookie, clen, con->cookie, &sid, &slen))
+    if (bq_http_header_get(q->http, "Cookie", &cookie, &clen) &&
+        bq_http_cookie_get(cookie, clen, con->cookie, &sid, &slen))
         bq_console_logout(con->auth, sid, slen);
     char clear[160];
     snprintf(clear, sizeof clear,

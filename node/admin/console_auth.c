@@ -181,27 +181,3 @@ void bq_console_logout(bq_console_auth_t *a, const char *sid, size_t len)
     if (s)
         memset(s, 0, sizeof *s);
 }
-
-bool bq_console_cookie(const char *value, size_t len, const char *name, const char **out,
-                       size_t *out_len)
-{
-    size_t nlen = strlen(name), i = 0;
-    while (i < len) {
-        while (i < len && (value[i] == ' ' || value[i] == '\t'))
-            i++;
-        size_t start = i;
-        while (i < len && value[i] != ';')
-            i++;
-        size_t end = i;
-        i++; /* past ';' */
-        if (end - start > nlen && memcmp(value + start, name, nlen) == 0 &&
-            value[start + nlen] == '=') {
-            *out = value + start + nlen + 1;
-            *out_len = end - start - nlen - 1;
-            while (*out_len > 0 && ((*out)[*out_len - 1] == ' ' || (*out)[*out_len - 1] == '\t'))
-                (*out_len)--;
-            return true;
-        }
-    }
-    return false;
-}

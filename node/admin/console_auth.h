@@ -71,9 +71,4 @@ void bq_console_logout(bq_console_auth_t *a, const char *sid, size_t len);
 /* Constant-time equality of two byte strings (lengths may differ: false). */
 bool bq_console_equal(const char *x, size_t xlen, const char *y, size_t ylen);
 
-/* Finds cookie name in a Cookie header's value[0..len) (borrowed): its
- * value's slice into *out, *out_len; false when absent. */
-bool bq_console_cookie(const char *value, size_t len, const char *name, const char **out,
-                       size_t *out_len);
-
 #endif

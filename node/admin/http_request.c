@@ -18,6 +18,7 @@
 #include "node/admin/http_request.h"
 
 #include <string.h>
+#include <strings.h>
 
 enum { ST_START, ST_HEADERS };
 
@@ -391,4 +392,43 @@ int bq_http_query_get_name(const char *query, size_t query_len, const char *key,
                            size_t outlen)
 {
     return query_get(query, query_len, key, out, outlen, "+/;$()");
+}
+
+bool bq_http_header_get(const bq_http_request_t *req, const char *name, const char **value,
+                        size_t *len)
+{
+    size_t n = strlen(name);
+    for (size_t i = 0; i < req->num_headers; i++) {
+        const bq_http_header_t *f = &req->headers[i];
+        if (f->name_len == n && strncasecmp(f->name, name, n) == 0) {
+            *value = f->value;
+            *len = f->value_len;
+            return true;
+        }
+    }
+    return false;
+}
+
+bool bq_http_cookie_get(const char *value, size_t len, const char *name, const char **out,
+                        size_t *out_len)
+{
+    size_t nlen = strlen(name), i = 0;
+    while (i < len) {
+        while (i < len && (value[i] == ' ' || value[i] == '\t'))
+            i++;
+        size_t start = i;
+        while (i < len && value[i] != ';')
+            i++;
+        size_t end = i;
+        i++; /* past ';' */
+        if (end - start > nlen && memcmp(value + start, name, nlen) == 0 &&
+            value[start + nlen] == '=') {
+            *out = value + start + nlen + 1;
+            *out_len = end - start - nlen - 1;
+            while (*out_len > 0 && ((*out)[*out_len - 1] == ' ' || (*out)[*out_len - 1] == '\t'))
+                (*out_len)--;
+            return true;
+        }
+    }
+    return false;
 }

@@ -107,6 +107,17 @@ int bq_http_query_get(const char *query, size_t query_len, const char *key, char
 int bq_http_query_get_name(const char *query, size_t query_len, const char *key, char *out,
                            size_t outlen);
 
+/* The value of req's first header named name (case-insensitive) into
+ * *value, *len (a slice of the request); false when there is none. */
+bool bq_http_header_get(const bq_http_request_t *req, const char *name, const char **value,
+                        size_t *len);
+
+/* Finds cookie name in a Cookie header's value[0..len) (borrowed): its
+ * value's slice into *out, *out_len (spaces around it left out); false
+ * when absent. */
+bool bq_http_cookie_get(const char *value, size_t len, const char *name, const char **out,
+                        size_t *out_len);
+
 /* True when the request's path is exactly path (NUL-terminated). */
 bool bq_http_path_is(const bq_http_request_t *req, const char *path);
 

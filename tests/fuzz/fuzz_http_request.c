@@ -29,10 +29,12 @@
  *   name is a token, a value holds no CR or LF and no space or tab at
  *   either end; HTTP/1.0 without a Connection header is never kept alive;
  * - a refusal has one of the statuses the parser documents, and a reason;
- * - bq_http_query_get on each query (a heap copy of its exact length), for
- *   "force", "to" and the query's first key, with room for 0, 1, 8 and 64
- *   bytes, returns -1, 0 or 1, and when 1 a NUL-terminated value of
- *   allowed bytes that fits. */
+ * - bq_http_query_get and bq_http_query_get_name on each query (a heap copy
+ *   of its exact length), for "force", "to" and the query's first key, with
+ *   room for 0, 1, 8 and 64 bytes, return -1, 0 or 1, and when 1 a
+ *   NUL-terminated value of allowed bytes that fits;
+ * - bq_http_cookie_get on a Cookie header (a heap copy of its value) finds
+ *   a slice of it that follows its name and '='. */
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,28 +75,58 @@ static const char *method_name(bq_http_method_t m)
     return m == BQ_HTTP_POST ? "POST" : NULL;
 }
 
-/* Checks the query helper on q[0..qn) for key with every output size. */
+/* True when c may be in a value of bq_http_query_get (name: of
+ * bq_http_query_get_name). */
+static bool value_char(char c, bool name)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '-' || (name && c != '\0' && strchr("+/;$()", c) != NULL);
+}
+
+/* Checks the query helpers on q[0..qn) for key with every output size. */
 static void check_query(const char *q, size_t qn, const char *key)
 {
     static const size_t sizes[] = {0, 1, 8, 64};
     char *copy = malloc(qn + 1); /* + 1: malloc(0) may return NULL */
     memcpy(copy, q, qn);
-    for (size_t i = 0; i < 4; i++) {
+    for (size_t i = 0; i < 8; i++) {
+        bool name = i >= 4;
+        size_t room = sizes[i % 4];
         char out[64 + 1];
         memset(out, 'X', sizeof out);
-        int r = bq_http_query_get(copy, qn, key, out, sizes[i]);
+        int r = name ? bq_http_query_get_name(copy, qn, key, out, room)
+                     : bq_http_query_get(copy, qn, key, out, room);
         BQF_CHECK(r >= -1 && r <= 1, "query_get returned %d", r);
-        BQF_CHECK(out[sizes[i]] == 'X', "query_get wrote past its output");
+        BQF_CHECK(out[room] == 'X', "query_get wrote past its output");
         if (r != 1)
             continue;
-        size_t len = strnlen(out, sizes[i]);
-        BQF_CHECK(len < sizes[i], "value not NUL-terminated within its room");
-        for (size_t k = 0; k < len; k++) {
-            char c = out[k];
-            BQF_CHECK((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                          c == '.' || c == '_' || c == '-',
-                      "value holds byte 0x%02x", (unsigned char)c);
-        }
+        size_t len = strnlen(out, room);
+        BQF_CHECK(len < room, "value not NUL-terminated within its room");
+        for (size_t k = 0; k < len; k++)
+            BQF_CHECK(value_char(out[k], name), "value holds byte 0x%02x", (unsigned char)out[k]);
+    }
+    free(copy);
+}
+
+/* Checks bq_http_header_get and bq_http_cookie_get on the request's
+ * headers: what they find is a slice of the value they were given. */
+static void check_cookies(const bq_http_request_t *q)
+{
+    const char *v, *c;
+    size_t vn, cn;
+    if (!bq_http_header_get(q, "cookie", &v, &vn))
+        return;
+    BQF_CHECK(v >= q->headers[0].value, "header value before the headers");
+    char *copy = malloc(vn + 1);
+    memcpy(copy, v, vn);
+    static const char *const names[] = {"bq_console", "bq_console_n1", "a", ""};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (!bq_http_cookie_get(copy, vn, names[i], &c, &cn))
+            continue;
+        size_t nl = strlen(names[i]);
+        BQF_CHECK(c >= copy + nl + 1 && c + cn <= copy + vn, "cookie value outside the header");
+        BQF_CHECK(memcmp(c - nl - 1, names[i], nl) == 0 && c[-1] == '=',
+                  "cookie name not before it");
     }
     free(copy);
 }
@@ -254,6 +286,7 @@ static void record(run_t *run, int r, const char *buf, size_t at, size_t prev, s
              req.query_len ? "?" : "", (int)req.query_len, req.query);
     check_query(req.query, req.query_len, "force");
     check_query(req.query, req.query_len, "to");
+    check_cookies(&req);
     char key[64];
     size_t kl = 0;
     while (kl < req.query_len && req.query[kl] != '=' && req.query[kl] != '&')

@@ -180,14 +180,14 @@ static void cookies_are_found_by_exact_name(void **state)
     const char *v;
     size_t n;
     const char hdr[] = "bq_console_n1x=1; bq_console_n1=abc ;other=2";
-    assert_true(bq_console_cookie(hdr, strlen(hdr), "bq_console_n1", &v, &n));
+    assert_true(bq_http_cookie_get(hdr, strlen(hdr), "bq_console_n1", &v, &n));
     assert_int_equal(n, 3);
     assert_memory_equal(v, "abc", 3);
-    assert_false(bq_console_cookie(hdr, strlen(hdr), "bq_console", &v, &n));
-    assert_true(bq_console_cookie(hdr, strlen(hdr), "other", &v, &n));
+    assert_false(bq_http_cookie_get(hdr, strlen(hdr), "bq_console", &v, &n));
+    assert_true(bq_http_cookie_get(hdr, strlen(hdr), "other", &v, &n));
     assert_int_equal(n, 1);
-    assert_false(bq_console_cookie("", 0, "x", &v, &n));
-    assert_false(bq_console_cookie("x", 1, "x", &v, &n));
+    assert_false(bq_http_cookie_get("", 0, "x", &v, &n));
+    assert_false(bq_http_cookie_get("x", 1, "x", &v, &n));
 }
 
 /* ---- who may do what ---- */
