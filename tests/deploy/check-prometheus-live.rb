@@ -21,6 +21,7 @@
 #     (beanstalkd_ha_standby_connected -> beanstalkd_ha_standby_conected)
 #     must each be reported, naming that metric and nothing else;
 #   - kill -9 of a standby raises BeanstalkdHAStandbyDisconnected for it
+#     and, as the nodes run with --sync-standbys 2, BeanstalkdHASyncDegraded
 #     (state firing). The rules are loaded from a copy in which every `for:`
 #     is 1s (the shipped durations are minutes; the expressions, labels and
 #     annotations are the shipped ones).
@@ -151,6 +152,9 @@ end
 
 # ---- the run ----
 
+# Both standbys must acknowledge (--sync-standbys 2), so that losing one
+# degrades sync and the sync alert fires too.
+ENV['BQ_NODE_FLAGS'] = "#{ENV.fetch('BQ_NODE_FLAGS', '')} --sync-standbys 2"
 cluster = LocalCluster.new(server, ctl, mkcerts, 'bq-prom', WATCHDOG_SECONDS)
 work = cluster.work
 nodes = cluster.nodes
@@ -261,8 +265,9 @@ end
 puts "ok: rules with beanstalkd_ha_standby_conected are reported: #{bad.first}"
 
 $step = 'standby disconnected'
-wait_until('no BeanstalkdHAStandbyDisconnected before the fault', 30) do
-  active_alerts(prom_port, 'BeanstalkdHAStandbyDisconnected').empty? && cluster.settled
+wait_until('no BeanstalkdHAStandbyDisconnected or SyncDegraded before the fault', 30) do
+  active_alerts(prom_port, 'BeanstalkdHAStandbyDisconnected').empty? &&
+    active_alerts(prom_port, 'BeanstalkdHASyncDegraded').empty? && cluster.settled
 end
 primary = cluster.settled
 victim = nodes.find { |n| n != primary }
@@ -276,5 +281,10 @@ end
 puts format('ok: kill -9 of standby %<n>s: %<a>s firing after %<t>.1f s: %<s>s',
             n: victim[:name], a: 'BeanstalkdHAStandbyDisconnected', t: monotonic - started,
             s: alert.dig('annotations', 'summary'))
+sync = wait_until('BeanstalkdHASyncDegraded firing (--sync-standbys 2, one standby gone)', 60) do
+  active_alerts(prom_port, 'BeanstalkdHASyncDegraded').find { |a| a['state'] == 'firing' }
+end
+puts format('ok: %<a>s firing after %<t>.1f s: %<s>s', a: 'BeanstalkdHASyncDegraded',
+            t: monotonic - started, s: sync.dig('annotations', 'summary'))
 
 puts 'check-prometheus-live: ok'
