@@ -250,7 +250,7 @@ function rate(list, key) {
 function spark(values, w, h, big) {
   const s = svg('svg', { class: `spark${big ? ' big' : ''}`, width: w, height: h, viewBox: `0 0 ${w} ${h}` });
   const max = Math.max(1, ...values);
-  const pts = values.map((v, i) => `${(i / Math.max(1, HISTORY - 2)) * w},${h - 1 - (v / max) * (h - 2)}`);
+  const pts = values.map((v, i) => `${(i / Math.max(1, values.length - 1)) * w},${h - 1 - (v / max) * (h - 2)}`);
   s.append(svg('polyline', { points: pts.join(' ') }));
   return s;
 }
