@@ -9,11 +9,14 @@
 // operator logs in, kicks a buried job, pauses and unpauses a tube; a body
 // holding <script> is shown as text and never runs; after kill -9 of the
 // primary the page shows the new one without a reload; then a switchover
-// from the new primary's console. Screenshots of the main views are saved
+// from the new primary's console. Over TLS (node's https): beanstalkctl's
+// certificate is the operator, a node's is not, an action still needs the
+// CSRF header, and the login's cookie is Secure. Screenshots of the main views are saved
 // in OUT_DIR. Every wait has a deadline; every process is killed at exit.
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import https from 'node:https';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -122,6 +125,28 @@ function beanstalk(port) {
   };
 }
 
+// A request to node n's admin port over TLS, as the client whose
+// certificate is `who` (a deploy/mkcerts name), or none.
+function tls(n, method, p, who, headers = {}) {
+  const opts = {
+    host: '127.0.0.1', port: n.admin, path: p, method, headers, servername: n.name,
+    ca: fs.readFileSync(path.join(certs, 'ca.pem')),
+  };
+  if (who) {
+    opts.cert = fs.readFileSync(path.join(certs, `${who}.pem`));
+    opts.key = fs.readFileSync(path.join(certs, `${who}.key`));
+  }
+  return new Promise((resolve, reject) => {
+    const req = https.request(opts, (res) => {
+      let body = '';
+      res.on('data', (d) => { body += d; });
+      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
 function fail(e) {
   console.error(`FAIL [${step}]: ${e && e.stack ? e.stack : e}`);
   process.exit(1);
@@ -198,6 +223,20 @@ try {
   assert.equal(forged, 403, 'a forged CSRF token is refused');
   const noHeader = await page.evaluate(async (t) => (await fetch(`/api/kick?tube=${t}&bound=1`, { method: 'POST' })).status, tube);
   assert.equal(noHeader, 403, 'an action without the CSRF header is refused');
+  assert.equal(await page.textContent(buried), '1');
+
+  step = 'over TLS: beanstalkctl\'s certificate, a node\'s, the Secure cookie';
+  const byCert = JSON.parse((await tls(viewer, 'GET', '/api/session', 'beanstalkctl')).body);
+  assert.equal(byCert.operator, true);
+  assert.equal(byCert.via, 'certificate');
+  const byNode = JSON.parse((await tls(viewer, 'GET', '/api/session', viewer.name)).body);
+  assert.equal(byNode.operator, false, 'a node\'s own certificate is not the operator');
+  assert.equal((await tls(viewer, 'GET', `/api/peek?tube=${tube}&state=ready`, viewer.name)).status, 401);
+  assert.equal((await tls(viewer, 'POST', `/api/kick?tube=${tube}&bound=1`, 'beanstalkctl')).status, 403,
+    'a certificate without the CSRF header');
+  const tlsLogin = await tls(viewer, 'POST', '/api/login', null, { Authorization: `Bearer ${password}` });
+  assert.equal(tlsLogin.status, 200);
+  assert.match(tlsLogin.headers['set-cookie'][0], /; HttpOnly; SameSite=Strict; Secure$/);
   assert.equal(await page.textContent(buried), '1');
 
   step = 'kick a buried job';
