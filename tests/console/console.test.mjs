@@ -51,10 +51,14 @@ async function waitFor(what, seconds, fn) {
   }
 }
 
-// A free loopback port below the ephemeral range (as tests/support does).
+// A free loopback port below the ephemeral range (as tests/support does),
+// never the same one twice.
+const portsGiven = new Set();
 async function freePort() {
   for (;;) {
-    const port = 20000 + Math.floor(Math.random() * 12000);
+    const port = 10000 + Math.floor(Math.random() * 22000);
+    if (portsGiven.has(port)) continue;
+    portsGiven.add(port);
     const ok = await new Promise((resolve) => {
       const s = net.createServer().once('error', () => resolve(false))
         .listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
