@@ -14,6 +14,7 @@ const state = {
   session: { operator: false, via: null, csrf: null, login: false },
   status: null, // this node's /status
   queue: null, // /api/queue: stats (the primary's) and tubes
+  queueFresh: false, // the last /api/queue answered
   totals: [], // [{t, put, reserve, del}] from stats
   tubeHist: new Map(), // name -> [{t, put, del}]
   job: null, // the job shown: {id, body: Uint8Array, stats}
@@ -130,7 +131,9 @@ function clusterModel() {
   const st = state.status;
   if (!st) return null;
   if (st.role === 'single') return { nodes: [{ id: 'this node', role: 'single', ready: st.ready, epoch: null }], primary: null };
-  const stats = state.queue ? state.queue.stats : null;
+  // The primary's view only while it answers: stale stats would show a
+  // dead primary as alive.
+  const stats = state.queue && state.queueFresh ? state.queue.stats : null;
   const primary = st.role === 'primary' ? st.node_id
     : stats && stats['cluster-role'] === 'primary' ? stats['cluster-node-id'] : st.primary;
   const standbys = st.role === 'primary' ? st.standbys : standbysFromStats(stats);
@@ -409,12 +412,13 @@ async function poll() {
       api('GET', '/api/queue').catch(() => null),
     ]);
     state.status = s;
+    state.queueFresh = !!(q && q.ok);
     if (q && q.ok) {
       state.queue = q.body;
       record(q.body);
       $('queue-note').textContent = '';
     } else {
-      $('queue-note').textContent = `The queue did not answer: ${q ? why(q) : 'no connection'}`;
+      $('queue-note').textContent = `The queue did not answer (the counts are the last ones seen): ${q ? why(q) : 'no connection'}`;
     }
     badge.textContent = 'live';
     badge.className = 'badge ok';
