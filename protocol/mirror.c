@@ -281,18 +281,13 @@ static void completed(bq_mirror_t *m)
 static void reply_line(bq_mirror_t *m)
 {
     m->reply[m->reply_len - 2] = '\0';
-    if (starts(m->reply, "RESERVED ") || starts(m->reply, "FOUND ") || starts(m->reply, "OK ")) {
-        const char *sp = strrchr(m->reply, ' ');
-        char *end;
-        unsigned long long bytes = strtoull(sp + 1, &end, 10);
-        if (*end != '\0' || sp[1] == '\0') {
-            m->lost = true;
-            return;
-        }
-        m->server_skip = bytes + 2;
-        return;
-    }
-    completed(m);
+    int64_t bytes = bq_reply_body_size(m->reply, m->reply_len - 2);
+    if (bytes == BQ_REPLY_BAD_SIZE)
+        m->lost = true;
+    else if (bytes >= 0)
+        m->server_skip = (uint64_t)bytes + 2;
+    else
+        completed(m);
 }
 
 size_t bq_mirror_server(bq_mirror_t *m, const char *data, size_t n)

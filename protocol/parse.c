@@ -351,3 +351,24 @@ bool bq_op_writes(bq_op_t op)
         return false;
     }
 }
+
+int64_t bq_reply_body_size(const char *line, size_t len)
+{
+    static const char *const words[] = {"RESERVED ", "FOUND ", "OK "};
+    bool announces = false;
+    for (size_t i = 0; i < sizeof words / sizeof words[0] && !announces; i++) {
+        size_t w = strlen(words[i]);
+        announces = len >= w && memcmp(line, words[i], w) == 0;
+    }
+    if (!announces)
+        return BQ_REPLY_NO_BODY;
+    size_t start = len;
+    while (start > 0 && line[start - 1] >= '0' && line[start - 1] <= '9')
+        start--;
+    if (start == len || len - start > 19 || line[start - 1] != ' ')
+        return BQ_REPLY_BAD_SIZE;
+    uint64_t n = 0;
+    for (size_t i = start; i < len; i++)
+        n = n * 10 + (uint64_t)(line[i] - '0');
+    return n > INT64_MAX ? BQ_REPLY_BAD_SIZE : (int64_t)n;
+}

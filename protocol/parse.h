@@ -85,4 +85,14 @@ const char *bq_op_name(bq_op_t op);
  * bury, touch, kick, kick-job, pause-tube. */
 bool bq_op_writes(bq_op_t op);
 
+/* bq_reply_body_size's results other than a size. */
+#define BQ_REPLY_NO_BODY (-1)  /* a reply line without a body */
+#define BQ_REPLY_BAD_SIZE (-2) /* RESERVED, FOUND or OK without a size as its last word */
+
+/* The body size (without its CRLF) that the reply line line[0..len)
+ * (without CRLF) announces: the last word of "RESERVED <id> <n>",
+ * "FOUND <id> <n>" and "OK <n>", 1 to 19 digits; or BQ_REPLY_NO_BODY or
+ * BQ_REPLY_BAD_SIZE. Never reads past len. */
+int64_t bq_reply_body_size(const char *line, size_t len);
+
 #endif

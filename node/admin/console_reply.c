@@ -4,32 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The replies that carry a body, and where their byte count is: the last
- * word of the line. */
-static int has_body(const char *line, size_t len)
-{
-    static const char *const words[] = {"FOUND ", "RESERVED ", "OK "};
-    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
-        size_t w = strlen(words[i]);
-        if (len > w && memcmp(line, words[i], w) == 0)
-            return 1;
-    }
-    return 0;
-}
-
-/* The decimal number ending line[0..len): -1 when there is none. */
-static long last_number(const char *line, size_t len)
-{
-    size_t i = len;
-    while (i > 0 && line[i - 1] >= '0' && line[i - 1] <= '9')
-        i--;
-    if (i == len || len - i > 9 || i == 0 || line[i - 1] != ' ')
-        return -1;
-    long n = 0;
-    for (; i < len; i++)
-        n = n * 10 + (line[i] - '0');
-    return n;
-}
+#include "protocol/parse.h"
 
 long bq_console_parse_reply(const char *buf, size_t len, bq_console_reply_t *out)
 {
@@ -42,10 +17,10 @@ long bq_console_parse_reply(const char *buf, size_t len, bq_console_reply_t *out
     line_len--;
     *out = (bq_console_reply_t){.line = buf, .line_len = line_len};
     size_t head = line_len + 2;
-    if (!has_body(buf, line_len))
+    int64_t n = bq_reply_body_size(buf, line_len);
+    if (n == BQ_REPLY_NO_BODY)
         return (long)head;
-    long n = last_number(buf, line_len);
-    if (n < 0 || (size_t)n > BQ_CONSOLE_REPLY_MAX)
+    if (n < 0 || (uint64_t)n > BQ_CONSOLE_REPLY_MAX)
         return BQ_CONSOLE_REPLY_BAD;
     if (len < head + (size_t)n + 2)
         return BQ_CONSOLE_REPLY_PARTIAL;

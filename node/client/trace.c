@@ -8,17 +8,7 @@
 #include <string.h>
 
 #include "node/base/log.h"
-
-/* The body size announced by a complete reply line, or 0. */
-static uint64_t announced_body(const char *line)
-{
-    uint64_t id, n;
-    if (sscanf(line, "RESERVED %" SCNu64 " %" SCNu64, &id, &n) == 2 ||
-        sscanf(line, "FOUND %" SCNu64 " %" SCNu64, &id, &n) == 2 ||
-        sscanf(line, "OK %" SCNu64, &n) == 1)
-        return n + 2;
-    return 0;
-}
+#include "protocol/parse.h"
 
 static void line_done(bq_trace_t *t, int fd)
 {
@@ -27,7 +17,8 @@ static void line_done(bq_trace_t *t, int fd)
     if (n > 0 && t->line[n - 1] == '\r')
         t->line[n - 1] = '\0';
     bq_log(BQ_LOG_TRACE, "reply", "fd=%d line=\"%s\"", fd, t->line);
-    t->body_left = announced_body(t->line);
+    int64_t body = bq_reply_body_size(t->line, strlen(t->line));
+    t->body_left = body >= 0 ? (uint64_t)body + 2 : 0;
     t->line_len = 0;
 }
 

@@ -1376,6 +1376,33 @@ static void parse_generated_lines_match_the_model(void **state)
     }
 }
 
+static int64_t body_size(const char *line)
+{
+    return bq_reply_body_size(line, strlen(line));
+}
+
+static void reply_body_sizes(void **state)
+{
+    (void)state;
+    assert_int_equal(body_size("RESERVED 7 12"), 12);
+    assert_int_equal(body_size("FOUND 7 0"), 0);
+    assert_int_equal(body_size("OK 5309"), 5309);
+    assert_int_equal(body_size("OK 9223372036854775807"), INT64_MAX);
+    assert_int_equal(body_size("INSERTED 5"), BQ_REPLY_NO_BODY);
+    assert_int_equal(body_size("OK"), BQ_REPLY_NO_BODY);
+    assert_int_equal(body_size("NOT_FOUND"), BQ_REPLY_NO_BODY);
+    assert_int_equal(body_size("OKAY 5"), BQ_REPLY_NO_BODY);
+    assert_int_equal(body_size("OK "), BQ_REPLY_BAD_SIZE);
+    assert_int_equal(body_size("OK x"), BQ_REPLY_BAD_SIZE);
+    assert_int_equal(body_size("OK +5"), BQ_REPLY_BAD_SIZE);
+    assert_int_equal(body_size("FOUND 7 5x"), BQ_REPLY_BAD_SIZE);
+    assert_int_equal(body_size("OK 9223372036854775808"), BQ_REPLY_BAD_SIZE);
+    assert_int_equal(body_size("OK 12345678901234567890"), BQ_REPLY_BAD_SIZE);
+    /* nothing past len is read */
+    assert_int_equal(bq_reply_body_size("OK 12\r\n", 5), 12);
+    assert_int_equal(bq_reply_body_size("OK 12", 4), 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1424,6 +1451,7 @@ int main(void)
         cmocka_unit_test(parse_every_op_has_a_valid_line),
         cmocka_unit_test(parse_every_prefix_of_a_valid_line_matches_the_model),
         cmocka_unit_test(parse_generated_lines_match_the_model),
+        cmocka_unit_test(reply_body_sizes),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
