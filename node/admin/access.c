@@ -23,16 +23,26 @@ const char *bq_admin_post_refusal(bool tls_configured, bool over_tls, const char
            "beanstalkctl's";
 }
 
+const char *bq_console_operator(const bq_console_access_t *in)
+{
+    if (in->session_csrf != NULL)
+        return "session";
+    if (in->over_tls && in->cert_name && strcmp(in->cert_name, BQ_ADMIN_OPERATOR) == 0)
+        return "certificate";
+    if (!in->tls_configured && !in->password_configured)
+        return "open";
+    return NULL;
+}
+
 int bq_console_refusal(const bq_console_access_t *in, const char **why)
 {
+    const char *via = bq_console_operator(in);
     bool by_session = in->session_csrf != NULL;
-    bool by_cert = in->over_tls && in->cert_name && strcmp(in->cert_name, BQ_ADMIN_OPERATOR) == 0;
-    bool open = !in->tls_configured && !in->password_configured;
     if (in->action && in->foreign_origin) {
         *why = "refused: the request came from another site's page (Origin)";
         return 403;
     }
-    if (!by_session && !by_cert && !open) {
+    if (via == NULL) {
         *why = in->password_configured
                    ? "log in with the operator password (or present beanstalkctl's certificate)"
                    : "present beanstalkctl's client certificate (no operator password is set: "

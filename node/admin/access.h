@@ -46,6 +46,10 @@ typedef struct bq_console_access {
     bool action;         /* a POST: it changes the queue or the cluster */
 } bq_console_access_t;
 
+/* How the request is the operator's: "session", "certificate", "open" (a
+ * node with neither TLS nor a password), or NULL when it is not. */
+const char *bq_console_operator(const bq_console_access_t *in);
+
 /* 0 when the request may be served, else the status to refuse it with
  * (401: not the operator; 403: a forged or cross-site action) and the one
  * line why into *why (static). */

@@ -110,27 +110,10 @@ static const char *session_csrf(bq_console_t *con, const bq_http_request_t *h)
     return bq_console_session(con->auth, sid, slen, (int64_t)uv_now(con->cfg.loop));
 }
 
-/* How the caller is the operator ("session", "certificate", "open"), or
- * NULL. */
-static const char *operator_via(bq_console_t *con, const bq_admin_request_t *q, const char **csrf)
+/* What the access rule (access.h) needs to know of q, its session looked
+ * up once. */
+static bq_console_access_t access_of(bq_console_t *con, const bq_admin_request_t *q, bool action)
 {
-    *csrf = session_csrf(con, q->http);
-    if (*csrf)
-        return "session";
-    if (q->over_tls && q->cert_name && strcmp(q->cert_name, BQ_ADMIN_OPERATOR) == 0)
-        return "certificate";
-    if (!q->tls_configured && !bq_console_auth_enabled(con->auth))
-        return "open";
-    return NULL;
-}
-
-/* Answers a refusal and returns false unless q may read bodies (action
- * false) or act (true). */
-static bool allowed(bq_console_t *con, const bq_admin_request_t *q, bool action,
-                    bq_admin_reply_t *r)
-{
-    const char *csrf = NULL;
-    size_t csrf_len = 0;
     bq_console_access_t in = {.tls_configured = q->tls_configured,
                               .over_tls = q->over_tls,
                               .cert_name = q->cert_name,
@@ -138,12 +121,21 @@ static bool allowed(bq_console_t *con, const bq_admin_request_t *q, bool action,
                               .session_csrf = session_csrf(con, q->http),
                               .foreign_origin = foreign_origin(q->http),
                               .action = action};
+    const char *csrf;
+    size_t csrf_len;
     if (bq_http_header_get(q->http, "X-CSRF-Token", &csrf, &csrf_len)) {
         in.csrf = csrf;
         in.csrf_len = csrf_len;
     }
+    return in;
+}
+
+/* Answers a refusal and returns false unless in (access_of) may be served. */
+static bool allowed(bq_console_t *con, const bq_admin_request_t *q, const bq_console_access_t *in,
+                    bq_admin_reply_t *r)
+{
     const char *why = NULL;
-    int status = bq_console_refusal(&in, &why);
+    int status = bq_console_refusal(in, &why);
     if (status == 0)
         return true;
     bq_log_limited(&con->refused, BQ_LOG_WARN, "console request refused",
@@ -151,6 +143,13 @@ static bool allowed(bq_console_t *con, const bq_admin_request_t *q, bool action,
                    q->http->path, q->source, status, why);
     answer_error(r, status, why);
     return false;
+}
+
+static void method_not_allowed(bq_admin_reply_t *r, const char *allow)
+{
+    char header[48];
+    snprintf(header, sizeof header, "Allow: %s\r\n", allow);
+    answer(r, 405, "text/plain; charset=utf-8", header, "method not allowed\n", 19);
 }
 
 /* ---- the page --------------------------------------------------------- */
@@ -164,8 +163,7 @@ static bool serve_asset(const bq_admin_request_t *q, bq_admin_reply_t *r)
         if (path ? strcmp(path, a->path) != 0 : !bq_http_path_is(h, a->path))
             continue;
         if (h->method != BQ_HTTP_GET && h->method != BQ_HTTP_HEAD)
-            answer(r, 405, "text/plain; charset=utf-8", "Allow: GET, HEAD\r\n",
-                   "method not allowed\n", 19);
+            method_not_allowed(r, "GET, HEAD");
         else
             answer(r, 200, a->type, NULL, (const char *)a->data, a->len);
         return true;
@@ -181,8 +179,8 @@ static bool serve_asset(const bq_admin_request_t *q, bq_admin_reply_t *r)
 
 static void api_session(bq_console_t *con, const bq_admin_request_t *q, bq_admin_reply_t *r)
 {
-    const char *csrf;
-    const char *via = operator_via(con, q, &csrf);
+    bq_console_access_t in = access_of(con, q, false);
+    const char *via = bq_console_operator(&in);
     cJSON *doc = cJSON_CreateObject();
     if (doc) {
         cJSON_AddBoolToObject(doc, "operator", via != NULL);
@@ -192,7 +190,7 @@ static void api_session(bq_console_t *con, const bq_admin_request_t *q, bq_admin
             cJSON_AddNullToObject(doc, "via");
         /* With a certificate or on an open node any token is taken. */
         if (via)
-            cJSON_AddStringToObject(doc, "csrf", csrf ? csrf : via);
+            cJSON_AddStringToObject(doc, "csrf", in.session_csrf ? in.session_csrf : via);
         cJSON_AddBoolToObject(doc, "login", bq_console_auth_enabled(con->auth));
         cJSON_AddBoolToObject(doc, "tls", q->over_tls);
     }
@@ -262,6 +260,8 @@ static void api_logout(bq_console_t *con, const bq_admin_request_t *q, bq_admin_
 
 /* ---- calls on the node's own client service ---------------------------- */
 
+/* What a run's replies are for: a call may take a second step (QUEUE then
+ * QUEUE_TUBES, PEEK then PEEK_STATS), on a new run of the same call. */
 typedef enum kind { QUEUE, QUEUE_TUBES, PEEK, PEEK_STATS, JOB, ACTION } kind_t;
 
 typedef struct call {
@@ -270,18 +270,18 @@ typedef struct call {
     kind_t kind;
     const char *success; /* ACTION: the reply word of success */
     cJSON *doc;          /* the answer being built */
-    uint64_t id;
 } call_t;
 
 static void call_done(void *arg, int err, const bq_console_reply_t *rep, size_t n);
 
-/* Runs cmds for call (taken: freed when done). False when it could not
- * start (the request was answered). */
-static bool start(call_t *call, const char *cmds, size_t nreplies, unsigned timeout_ms)
+/* Runs cmds as call's step kind. When it cannot start, answers 503 and
+ * frees call. */
+static void start(call_t *call, kind_t kind, const char *cmds, size_t nreplies, unsigned timeout_ms)
 {
     bq_console_t *con = call->con;
     bool is_unix = false;
     int fd = con->cfg.open_client(con->cfg.client_arg, &is_unix);
+    call->kind = kind;
     int e = fd < 0 ? fd
                    : bq_console_run(&con->runs, con->cfg.loop, fd, is_unix, cmds, strlen(cmds),
                                     nreplies, timeout_ms, call_done, call);
@@ -292,22 +292,28 @@ static bool start(call_t *call, const char *cmds, size_t nreplies, unsigned time
         answer_error(call->r, 503, why);
         cJSON_Delete(call->doc);
         free(call);
-        return false;
+        return;
     }
     con->calls++;
-    return true;
 }
 
 /* A new call for r, or NULL after answering 503 (too many, or no memory). */
-static call_t *new_call(bq_console_t *con, bq_admin_reply_t *r, kind_t kind)
+static call_t *new_call(bq_console_t *con, bq_admin_reply_t *r)
 {
     call_t *call = con->calls < BQ_CONSOLE_MAX_CALLS ? calloc(1, sizeof *call) : NULL;
     if (call == NULL) {
         answer_error(r, 503, "the console is busy: too many requests in flight");
         return NULL;
     }
-    *call = (call_t){.con = con, .r = r, .kind = kind};
+    *call = (call_t){.con = con, .r = r};
     return call;
+}
+
+/* Answers call's request with its document (500 when there is none). */
+static void answer_doc(call_t *call)
+{
+    answer_json(call->r, call->doc ? 200 : 500, call->doc, NULL);
+    call->doc = NULL;
 }
 
 /* A reply's line as a new JSON string. */
@@ -327,45 +333,40 @@ static cJSON *ok_map(const bq_console_reply_t *rep)
     return m ? m : cJSON_CreateNull();
 }
 
-/* The queue: stats, then each tube's stats-tube. */
-static void queue_stats(call_t *call, const bq_console_reply_t *rep)
+/* list-tubes and stats came: the document, then each tube's stats-tube.
+ * True when the call goes on (or was freed). */
+static bool queue_stats(call_t *call, const bq_console_reply_t *rep)
 {
     cJSON *tubes =
         rep[0].body && bq_console_reply_is(&rep[0], "OK")
             ? bq_console_yaml_list(rep[0].body, rep[0].body_len, BQ_CONSOLE_MAX_TUBES + 1)
             : cJSON_CreateArray();
-    call->doc = cJSON_CreateObject();
-    if (call->doc == NULL || tubes == NULL) {
-        cJSON_Delete(tubes);
-        answer_json(call->r, 500, NULL, NULL);
-        return;
+    int ntubes = tubes ? cJSON_GetArraySize(tubes) : 0;
+    call->doc = tubes ? cJSON_CreateObject() : NULL;
+    if (call->doc) {
+        cJSON_AddItemToObject(call->doc, "stats", ok_map(&rep[1]));
+        cJSON_AddBoolToObject(call->doc, "truncated", ntubes > BQ_CONSOLE_MAX_TUBES);
+        cJSON_AddItemToObject(call->doc, "tubes", cJSON_CreateArray());
     }
-    cJSON_AddItemToObject(call->doc, "stats", ok_map(&rep[1]));
-    int ntubes = cJSON_GetArraySize(tubes);
-    cJSON_AddBoolToObject(call->doc, "truncated", ntubes > BQ_CONSOLE_MAX_TUBES);
-    cJSON_AddItemToObject(call->doc, "tubes", cJSON_CreateArray());
     if (ntubes > BQ_CONSOLE_MAX_TUBES)
         ntubes = BQ_CONSOLE_MAX_TUBES;
     size_t cap = (size_t)ntubes * (NAME_LEN + 16) + 1, len = 0;
-    char *cmds = malloc(cap);
+    char *cmds = call->doc && ntubes > 0 ? malloc(cap) : NULL;
     for (int i = 0; cmds && i < ntubes; i++)
         len += (size_t)snprintf(cmds + len, cap - len, "stats-tube %s\r\n",
                                 cJSON_GetArrayItem(tubes, i)->valuestring);
     cJSON_Delete(tubes);
-    cJSON *doc = call->doc;
-    call->doc = NULL;
-    call_t *next = cmds && ntubes > 0 ? new_call(call->con, call->r, QUEUE_TUBES) : NULL;
-    if (next) {
-        next->doc = doc;
-        start(next, cmds, (size_t)ntubes, QUEUE_TIMEOUT_MS);
-    } else if (ntubes == 0 || cmds == NULL) {
-        answer_json(call->r, cmds ? 200 : 500, cmds ? doc : NULL, NULL);
-        if (cmds == NULL)
-            cJSON_Delete(doc);
-    } else {
-        cJSON_Delete(doc); /* new_call answered 503 */
+    if (cmds == NULL) {
+        if (ntubes > 0) { /* out of memory */
+            cJSON_Delete(call->doc);
+            call->doc = NULL;
+        }
+        answer_doc(call);
+        return false;
     }
+    start(call, QUEUE_TUBES, cmds, (size_t)ntubes, QUEUE_TIMEOUT_MS);
     free(cmds);
+    return true;
 }
 
 static void queue_tubes(call_t *call, const bq_console_reply_t *rep, size_t n)
@@ -374,11 +375,11 @@ static void queue_tubes(call_t *call, const bq_console_reply_t *rep, size_t n)
     for (size_t i = 0; arr && i < n; i++)
         if (bq_console_reply_is(&rep[i], "OK")) /* NOT_FOUND: gone meanwhile */
             cJSON_AddItemToArray(arr, ok_map(&rep[i]));
-    answer_json(call->r, 200, call->doc, NULL);
-    call->doc = NULL;
+    answer_doc(call);
 }
 
-/* {found, id, body_base64, body_len} of a FOUND reply into a new object. */
+/* {found, id, body_base64, body_len} of a FOUND reply into a new object
+ * (*id set when found). */
 static cJSON *found_job(const bq_console_reply_t *rep, uint64_t *id)
 {
     cJSON *doc = cJSON_CreateObject();
@@ -407,26 +408,20 @@ static cJSON *found_job(const bq_console_reply_t *rep, uint64_t *id)
     return doc;
 }
 
-static void peek_found(call_t *call, const bq_console_reply_t *rep, size_t n)
+/* use and peek-* came: the job, then its stats-job. True when the call
+ * goes on (or was freed). */
+static bool peek_found(call_t *call, const bq_console_reply_t *rep)
 {
-    (void)n;
-    call->doc = found_job(&rep[1], &call->id);
-    if (call->doc == NULL || !cJSON_IsTrue(cJSON_GetObjectItem(call->doc, "found"))) {
-        answer_json(call->r, call->doc ? 200 : 500, call->doc, NULL);
-        call->doc = NULL;
-        return;
+    uint64_t id = 0;
+    call->doc = found_job(&rep[1], &id);
+    if (call->doc == NULL || id == 0) {
+        answer_doc(call);
+        return false;
     }
-    call_t *next = new_call(call->con, call->r, PEEK_STATS);
-    if (next == NULL) {
-        cJSON_Delete(call->doc);
-        call->doc = NULL;
-        return;
-    }
-    next->doc = call->doc;
-    call->doc = NULL;
     char cmd[64];
-    snprintf(cmd, sizeof cmd, "stats-job %" PRIu64 "\r\n", call->id);
-    start(next, cmd, 1, ACTION_TIMEOUT_MS);
+    snprintf(cmd, sizeof cmd, "stats-job %" PRIu64 "\r\n", id);
+    start(call, PEEK_STATS, cmd, 1, ACTION_TIMEOUT_MS);
+    return true;
 }
 
 static void action_done(call_t *call, const bq_console_reply_t *rep, size_t n)
@@ -444,6 +439,8 @@ static void action_done(call_t *call, const bq_console_reply_t *rep, size_t n)
 static void call_done(void *arg, int err, const bq_console_reply_t *rep, size_t n)
 {
     call_t *call = arg;
+    bool goes_on = false;
+    uint64_t id;
     call->con->calls--;
     if (err < 0) {
         char why[200];
@@ -453,24 +450,22 @@ static void call_done(void *arg, int err, const bq_console_reply_t *rep, size_t 
                  uv_strerror(err));
         answer_error(call->r, err == UV_ETIMEDOUT ? 504 : 502, why);
     } else if (call->kind == QUEUE) {
-        queue_stats(call, rep);
+        goes_on = queue_stats(call, rep);
     } else if (call->kind == QUEUE_TUBES) {
         queue_tubes(call, rep, n);
     } else if (call->kind == PEEK) {
-        peek_found(call, rep, n);
-    } else if (call->kind == PEEK_STATS) {
-        cJSON_AddItemToObject(call->doc, "stats", ok_map(&rep[0]));
-        answer_json(call->r, 200, call->doc, NULL);
-        call->doc = NULL;
-    } else if (call->kind == JOB) {
-        call->doc = found_job(&rep[0], &call->id);
+        goes_on = peek_found(call, rep);
+    } else if (call->kind == PEEK_STATS || call->kind == JOB) {
+        if (call->kind == JOB)
+            call->doc = found_job(&rep[0], &id);
         if (call->doc)
-            cJSON_AddItemToObject(call->doc, "stats", ok_map(&rep[1]));
-        answer_json(call->r, call->doc ? 200 : 500, call->doc, NULL);
-        call->doc = NULL;
+            cJSON_AddItemToObject(call->doc, "stats", ok_map(&rep[n - 1]));
+        answer_doc(call);
     } else {
         action_done(call, rep, n);
     }
+    if (goes_on)
+        return;
     cJSON_Delete(call->doc);
     free(call);
 }
@@ -516,9 +511,9 @@ static bool want_number(const bq_admin_request_t *q, const char *key, uint64_t m
 static void api_queue(bq_console_t *con, const bq_admin_request_t *q, bq_admin_reply_t *r)
 {
     (void)q;
-    call_t *call = new_call(con, r, QUEUE);
+    call_t *call = new_call(con, r);
     if (call)
-        start(call, "list-tubes\r\nstats\r\n", 2, QUEUE_TIMEOUT_MS);
+        start(call, QUEUE, "list-tubes\r\nstats\r\n", 2, QUEUE_TIMEOUT_MS);
 }
 
 static void api_peek(bq_console_t *con, const bq_admin_request_t *q, bq_admin_reply_t *r)
@@ -533,10 +528,10 @@ static void api_peek(bq_console_t *con, const bq_admin_request_t *q, bq_admin_re
         answer_error(r, 400, "want state=ready, delayed or buried");
         return;
     }
-    call_t *call = new_call(con, r, PEEK);
+    call_t *call = new_call(con, r);
     snprintf(cmds, sizeof cmds, "use %s\r\npeek-%s\r\n", tube, state);
     if (call)
-        start(call, cmds, 2, ACTION_TIMEOUT_MS);
+        start(call, PEEK, cmds, 2, ACTION_TIMEOUT_MS);
 }
 
 static void api_job(bq_console_t *con, const bq_admin_request_t *q, bq_admin_reply_t *r)
@@ -545,10 +540,10 @@ static void api_job(bq_console_t *con, const bq_admin_request_t *q, bq_admin_rep
     char cmds[80];
     if (!want_number(q, "id", 1, UINT64_MAX, &id, r))
         return;
-    call_t *call = new_call(con, r, JOB);
+    call_t *call = new_call(con, r);
     snprintf(cmds, sizeof cmds, "peek %" PRIu64 "\r\nstats-job %" PRIu64 "\r\n", id, id);
     if (call)
-        start(call, cmds, 2, ACTION_TIMEOUT_MS);
+        start(call, JOB, cmds, 2, ACTION_TIMEOUT_MS);
 }
 
 /* Builds the beanstalk commands of an action into cmds[cap] and its word of
@@ -604,28 +599,26 @@ static void api_action(bq_console_t *con, const bq_admin_request_t *q, const cha
     size_t nreplies;
     if (!action_commands(q, what, cmds, sizeof cmds, &success, &nreplies, r))
         return;
-    call_t *call = new_call(con, r, ACTION);
+    call_t *call = new_call(con, r);
     if (call) {
         call->success = success;
-        start(call, cmds, nreplies, ACTION_TIMEOUT_MS);
+        start(call, ACTION, cmds, nreplies, ACTION_TIMEOUT_MS);
     }
 }
 
 /* ---- routing ------------------------------------------------------------ */
 
-typedef enum need { OPEN, READER, ACTOR } need_t;
-
 typedef struct api_route {
     const char *path;
     bool post;
-    need_t need;
+    bool operator_only; /* job bodies: the operator's (access.h) */
     void (*serve)(bq_console_t *con, const bq_admin_request_t *q, bq_admin_reply_t *r);
 } api_route_t;
 
 static const api_route_t api_routes[] = {
-    {"/api/session", false, OPEN, api_session}, {"/api/login", true, OPEN, api_login},
-    {"/api/logout", true, OPEN, api_logout},    {"/api/queue", false, OPEN, api_queue},
-    {"/api/peek", false, READER, api_peek},     {"/api/job", false, READER, api_job},
+    {"/api/session", false, false, api_session}, {"/api/login", true, false, api_login},
+    {"/api/logout", true, false, api_logout},    {"/api/queue", false, false, api_queue},
+    {"/api/peek", false, true, api_peek},        {"/api/job", false, true, api_job},
 };
 
 static const char *const actions[] = {"kick", "kick-job", "delete", "pause", "switchover"};
@@ -641,12 +634,15 @@ void bq_console_handle(void *console, const bq_admin_request_t *q, bq_admin_repl
         const api_route_t *rt = &api_routes[i];
         if (!bq_http_path_is(h, rt->path))
             continue;
-        if (rt->post ? h->method != BQ_HTTP_POST : !get)
-            answer(r, 405, "text/plain; charset=utf-8",
-                   rt->post ? "Allow: POST\r\n" : "Allow: GET, HEAD\r\n", "method not allowed\n",
-                   19);
-        else if (rt->need == OPEN || allowed(con, q, rt->need == ACTOR, r))
+        if (rt->post ? h->method != BQ_HTTP_POST : !get) {
+            method_not_allowed(r, rt->post ? "POST" : "GET, HEAD");
+        } else if (rt->operator_only) {
+            bq_console_access_t in = access_of(con, q, false);
+            if (allowed(con, q, &in, r))
+                rt->serve(con, q, r);
+        } else {
             rt->serve(con, q, r);
+        }
         return;
     }
     for (size_t i = 0; i < sizeof actions / sizeof actions[0]; i++) {
@@ -654,12 +650,11 @@ void bq_console_handle(void *console, const bq_admin_request_t *q, bq_admin_repl
         snprintf(path, sizeof path, "/api/%s", actions[i]);
         if (!bq_http_path_is(h, path))
             continue;
-        const char *csrf;
+        bq_console_access_t in = access_of(con, q, true);
         if (h->method != BQ_HTTP_POST)
-            answer(r, 405, "text/plain; charset=utf-8", "Allow: POST\r\n", "method not allowed\n",
-                   19);
-        else if (allowed(con, q, true, r))
-            api_action(con, q, actions[i], operator_via(con, q, &csrf), r);
+            method_not_allowed(r, "POST");
+        else if (allowed(con, q, &in, r))
+            api_action(con, q, actions[i], bq_console_operator(&in), r);
         return;
     }
     answer_error(r, 404, "not found");

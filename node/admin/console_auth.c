@@ -100,6 +100,13 @@ static void to_hex(const unsigned char *in, size_t n, char *out)
     out[2 * n] = '\0';
 }
 
+/* True when s has been idle too long, or open too long, at now. */
+static bool expired(const session_t *s, int64_t now)
+{
+    return now - s->used > BQ_CONSOLE_SESSION_IDLE_MS ||
+           now - s->opened > BQ_CONSOLE_SESSION_MAX_MS;
+}
+
 /* Opens a session in the slot of a free, expired or the oldest one. */
 static bq_console_login_t open_session(bq_console_auth_t *a, int64_t now, char *sid, char *csrf)
 {
@@ -109,8 +116,7 @@ static bq_console_login_t open_session(bq_console_auth_t *a, int64_t now, char *
     session_t *slot = &a->sessions[0];
     for (size_t i = 0; i < BQ_CONSOLE_SESSIONS; i++) {
         session_t *s = &a->sessions[i];
-        if (s->sid[0] == '\0' || now - s->used > BQ_CONSOLE_SESSION_IDLE_MS ||
-            now - s->opened > BQ_CONSOLE_SESSION_MAX_MS) {
+        if (s->sid[0] == '\0' || expired(s, now)) {
             slot = s;
             break;
         }
@@ -147,37 +153,33 @@ bq_console_login_t bq_console_login(bq_console_auth_t *a, const char *source, co
     return open_session(a, now, sid, csrf);
 }
 
-/* The live session with id sid[0..len), or NULL. */
-static session_t *find(bq_console_auth_t *a, const char *sid, size_t len, int64_t now)
+/* The session with id sid[0..len), or NULL. */
+static session_t *find(bq_console_auth_t *a, const char *sid, size_t len)
 {
-    if (len != BQ_CONSOLE_SID_LEN)
-        return NULL;
-    for (size_t i = 0; i < BQ_CONSOLE_SESSIONS; i++) {
+    for (size_t i = 0; len == BQ_CONSOLE_SID_LEN && i < BQ_CONSOLE_SESSIONS; i++) {
         session_t *s = &a->sessions[i];
-        if (s->sid[0] == '\0' || !bq_console_equal(s->sid, BQ_CONSOLE_SID_LEN, sid, len))
-            continue;
-        if (now - s->used > BQ_CONSOLE_SESSION_IDLE_MS ||
-            now - s->opened > BQ_CONSOLE_SESSION_MAX_MS) {
-            memset(s, 0, sizeof *s);
-            return NULL;
-        }
-        return s;
+        if (s->sid[0] != '\0' && bq_console_equal(s->sid, BQ_CONSOLE_SID_LEN, sid, len))
+            return s;
     }
     return NULL;
 }
 
 const char *bq_console_session(bq_console_auth_t *a, const char *sid, size_t len, int64_t now)
 {
-    session_t *s = a ? find(a, sid, len, now) : NULL;
+    session_t *s = a ? find(a, sid, len) : NULL;
     if (s == NULL)
         return NULL;
+    if (expired(s, now)) {
+        memset(s, 0, sizeof *s);
+        return NULL;
+    }
     s->used = now;
     return s->csrf;
 }
 
 void bq_console_logout(bq_console_auth_t *a, const char *sid, size_t len)
 {
-    session_t *s = a && len == BQ_CONSOLE_SID_LEN ? find(a, sid, len, INT64_MIN / 2) : NULL;
+    session_t *s = a ? find(a, sid, len) : NULL;
     if (s)
         memset(s, 0, sizeof *s);
 }

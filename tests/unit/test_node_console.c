@@ -208,6 +208,7 @@ static void the_operator_is_a_session_or_beanstalkctls_certificate(void **state)
     bq_console_access_t cert = tls;
     cert.cert_name = "beanstalkctl";
     assert_int_equal(refusal(cert), 0);
+    assert_string_equal(bq_console_operator(&cert), "certificate");
     cert.cert_name = "n1"; /* a node's own certificate is not the operator */
     assert_int_equal(refusal(cert), 401);
     cert.cert_name = "beanstalkctl";
@@ -216,10 +217,13 @@ static void the_operator_is_a_session_or_beanstalkctls_certificate(void **state)
     bq_console_access_t session = {
         .tls_configured = true, .password_configured = true, .session_csrf = "t0k"};
     assert_int_equal(refusal(session), 0);
+    assert_string_equal(bq_console_operator(&session), "session");
     bq_console_access_t open = {0}; /* no TLS, no password: loopback plaintext only */
     assert_int_equal(refusal(open), 0);
+    assert_string_equal(bq_console_operator(&open), "open");
     open.password_configured = true;
     assert_int_equal(refusal(open), 401);
+    assert_null(bq_console_operator(&open));
 }
 
 static void actions_need_the_csrf_header_and_no_foreign_origin(void **state)
