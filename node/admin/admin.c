@@ -251,7 +251,6 @@ static void send_response(conn_t *c, const resp_t *r, bool head, bool keep_alive
         end_conn(c, true);
 }
 
-/* Answers with text and a final newline as a text/plain body. */
 /* text with a final newline: new (free it), its length in *n; NULL when
  * out of memory. */
 static char *text_body(const char *text, size_t *n)
@@ -266,6 +265,7 @@ static char *text_body(const char *text, size_t *n)
     return body;
 }
 
+/* Answers with text and a final newline as a text/plain body. */
 static void send_text(conn_t *c, int status, const char *text, const char *allow, bool head,
                       bool keep_alive)
 {

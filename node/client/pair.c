@@ -1,16 +1,32 @@
 /* A connected socket pair of the listener's kind (pair.h). TCP has no
  * socketpair(): a throw-away listener on an ephemeral loopback port takes
  * the one connection and is closed at once. The connect to a listening
- * loopback socket completes in the kernel, so no step blocks. */
+ * loopback socket completes in the kernel, so no step blocks. Another
+ * local process could connect to that port in the moment it listens: the
+ * connection accepted must come from our own end, else the pair fails
+ * (nothing of ours reaches the stranger, nor theirs us). */
 #include "node/client/pair.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+/* True when the peer of accepted is the local address of ours. */
+static bool same_end(int accepted, int ours)
+{
+    struct sockaddr_storage peer, local;
+    socklen_t plen = sizeof peer, llen = sizeof local;
+    memset(&peer, 0, sizeof peer);
+    memset(&local, 0, sizeof local);
+    return getpeername(accepted, (struct sockaddr *)&peer, &plen) == 0 &&
+           getsockname(ours, (struct sockaddr *)&local, &llen) == 0 && plen == llen &&
+           memcmp(&peer, &local, plen) == 0;
+}
 
 static void close_both(int fds[2])
 {
@@ -46,6 +62,8 @@ static int tcp_pair(int af, int fds[2])
         err = errno;
     if (!err && (fds[1] = accept(l, NULL, NULL)) < 0)
         err = errno;
+    if (!err && !same_end(fds[1], fds[0]))
+        err = ECONNREFUSED;
     for (int i = 0; i < 2 && !err; i++)
         if (fcntl(fds[i], F_SETFL, fcntl(fds[i], F_GETFL) | O_NONBLOCK) != 0 ||
             fcntl(fds[i], F_SETFD, FD_CLOEXEC) != 0)
