@@ -13,6 +13,7 @@
 
 require 'beaneater'
 require 'socket'
+require_relative 'free_port'
 
 # Raised by every failed check; carries the step, expectation and observation.
 class CheckFailed < StandardError; end
@@ -73,14 +74,6 @@ def wait_until(what, seconds)
 end
 
 # ---------------------------------------------------------------- server ---
-
-def free_port
-  sock = Socket.new(:INET, :STREAM)
-  sock.bind(Addrinfo.tcp('127.0.0.1', 0))
-  port = sock.local_address.ip_port
-  sock.close
-  port
-end
 
 def start_server(binary, port)
   Process.spawn(binary, '-l', '127.0.0.1', '-p', port.to_s, pgroup: true, in: File::NULL)

@@ -14,6 +14,7 @@ require 'json'
 require 'net/http'
 require 'socket'
 require 'tmpdir'
+require_relative 'free_port'
 
 $step = 'startup'
 
@@ -39,29 +40,6 @@ end
 def wait_grown(lock, more, what, &count)
   target = lock.synchronize(&count) + more
   wait_until("#{more} more #{what}", 60) { lock.synchronize(&count) >= target }
-end
-
-# A free loopback port below the kernel's ephemeral range, at random, as
-# tests/support's bqt_free_port picks them: a port bind(0) gave could be
-# taken as another process's outgoing connection's local port before a
-# node binds it ('bind failed ... Address already in use'). Never the same
-# port twice in one run.
-def free_port
-  lo = 10_000
-  hi = (Integer(File.read('/proc/sys/net/ipv4/ip_local_port_range').split[0]) rescue 32_768) - 1
-  $ports_given ||= {}
-  200.times do
-    port = hi - lo >= 2000 ? rand(lo..hi) : 0
-    next if $ports_given[port]
-    s = TCPServer.new('127.0.0.1', port)
-    port = s.addr[1]
-    s.close
-    $ports_given[port] = true
-    return port
-  rescue SystemCallError
-    next
-  end
-  fail!('no free port')
 end
 
 # The cluster: nodes (name, client, repl, admin ports), their pids, certs.
